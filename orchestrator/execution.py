@@ -1,0 +1,108 @@
+"""Run generated code in a fresh subprocess, never in the orchestrator's own process.
+
+`execute()` starts the command in its own process group, captures stdout and stderr to files (so a
+chatty child cannot fill a pipe and stall), and on timeout kills the whole group: `accelerate
+launch` and its workers die with it. It returns an `ExecutionResult` instead of raising.
+
+What this is not: a security sandbox. The child runs as the same user, with the same file system
+and network; the generated code is trusted as much as code a researcher would run by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+TRACEBACK_HEAD = "Traceback (most recent call last):"
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    returncode: int | None  # None when killed for the timeout
+    stdout: str
+    stderr: str
+    timed_out: bool
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+def execute(command: Sequence[str], cwd: Path, *, timeout_s: float, env: Mapping[str, str] | None = None,
+            grace_s: float = 5.0) -> ExecutionResult:
+    merged_env = {**os.environ, **(env or {})}
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen(list(command), cwd=cwd, env=merged_env, stdout=out, stderr=err,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as exc:
+            return ExecutionResult(127, "", f"cannot start {command[0]}: {exc}", False, 0.0)
+        timed_out = False
+        try:
+            returncode: int | None = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            stop_process_group(proc, grace_s)
+            returncode = None
+        return ExecutionResult(returncode, _read(out), _read(err), timed_out, time.monotonic() - started)
+
+
+def stop_process_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
+    """SIGTERM the child's whole group, then SIGKILL what is left after `grace_s`."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _read(fh) -> str:
+    fh.seek(0)
+    return fh.read().decode("utf-8", errors="replace")
+
+
+def last_traceback(text: str) -> str:
+    """The last Python traceback in `text`, through its exception line; '' when there is none."""
+    start = text.rfind(TRACEBACK_HEAD)
+    if start == -1:
+        return ""
+    lines = text[start:].splitlines()
+    end = 1
+    while end < len(lines) and (lines[end].startswith((" ", "\t")) or not lines[end].strip()):
+        end += 1
+    return "\n".join(lines[: end + 1])
+
+
+def tail(text: str, max_chars: int) -> str:
+    """The end of `text`, cut at a line boundary, within `max_chars`."""
+    if len(text) <= max_chars:
+        return text
+    cut = text[-max_chars:]
+    newline = cut.find("\n")
+    return cut[newline + 1:] if newline != -1 else cut
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def strip_progress_bars(text: str) -> str:
+    """Drop ANSI codes and carriage-return redraws (tqdm bars) so evidence stays readable."""
+    lines = []
+    for line in _ANSI.sub("", text).split("\n"):
+        segments = [s for s in line.split("\r") if s.strip()]
+        lines.append(segments[-1] if segments else "")
+    return "\n".join(lines)

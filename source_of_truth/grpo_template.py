@@ -1,0 +1,587 @@
+"""GRPO for multi-turn, multi-agent LLM play of the Cleanup game: the training template.
+
+Copy this file to `train.py` and fill every `# === CUSTOMIZE ===` section; leave every
+`# === GENERIC — DO NOT MODIFY ===` section byte-identical. Each section is closed by its own end
+marker so a program can extract and compare them. Each CUSTOMIZE section begins with a `# HOLE`
+comment saying what it must provide.
+
+What one update does (per process):
+    1. Rollout: G = `group_size` episodes of the game, all reset from the same seed. Each turn, every
+       agent of every live episode gets two generations: a thinking stage, then an action stage that
+       sees the thinking. Both stages are ONE batched generate call over all (episode, agent) pairs.
+       The action text is parsed into a helper call, the helper returns a low-level game action, and
+       the game steps all agents at once. An unparseable or invalid action plays the fallback action
+       and costs `invalid_action_penalty`; it never crashes the episode.
+    2. Advantages: each agent's episode return is compared with the same agent role in the other
+       G - 1 episodes of the group: A = (R - mean) / (std + 1e-4), std over the group (unbiased, as
+       TRL). Every generated token of that agent in that episode gets A.
+    3. Loss: per generated token, the clipped ratio objective
+       -min(rho * A, clip(rho, 1 - epsilon_low, 1 + epsilon_high) * A) plus beta * k3-KL to a frozen
+       reference, k3 = exp(ref - logp) - (ref - logp) - 1. Aggregated as a token mean over all
+       generated tokens of one optimiser step (no per-sequence length bias). Prompt and game tokens
+       are masked out.
+What is kept from GRPO (DeepSeekMath, TRL's `GRPOTrainer` names): group-relative advantages, the
+clipped ratio with asymmetric clip (`epsilon_low`, `epsilon_high`), the k3 KL estimator with `beta`
+(no reference model is loaded when beta = 0), `num_iterations` passes over a rollout batch.
+Departures: advantages are per agent role; the loss is the token mean ("dapo" aggregation).
+
+Token-in / token-out: the loss is computed on exactly the token ids the rollout generated, kept
+from generation, never on re-tokenised decoded text.
+
+With one optimiser step per rollout batch and num_iterations = 1, pi_old is pi_theta detached, so
+the ratio is 1, the clip never acts, and with beta = 0 the reported loss starts near 0: expected.
+
+Logs: `train.logs` gets one `train` line per update and an `eval` line every `eval_interval`
+updates, as `TIME KIND key=value ...`. `Sample_EP.logs` gets one full episode every
+`sample_log_interval` episodes: per turn and agent the prompt, thinking, action output, parsed call,
+helper result and rewards, and the game board after each turn.
+
+Multi-GPU: `accelerate launch --num_processes N train.py --field value ...`; each process plays its
+own group (seed offset by process index), gradients are averaged by accelerate.
+"""
+
+# === GENERIC — DO NOT MODIFY ===
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from accelerate import Accelerator
+from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
+
+from grpo_config import GRPOConfig
+
+Messages = list[dict[str, str]]
+# === END GENERIC ===
+
+# === CUSTOMIZE ===
+# HOLE imports: import the game module (env_move), the helpers module (helpers) and the prompt
+# module (prompt_template) that the sections below use.
+# === END CUSTOMIZE ===
+
+# === CUSTOMIZE ===
+# HOLE make_env: `make_env(config) -> game`, a fresh game sized from the config (num_agents,
+# env_width, env_height, max_env_steps). The game must offer reset(seed), step({agent_id: action})
+# -> (observations, rewards, done, info), render() -> str and the attribute num_agents.
+def make_env(config: GRPOConfig) -> Any:
+    raise NotImplementedError("CUSTOMIZE make_env")
+# === END CUSTOMIZE ===
+
+# === CUSTOMIZE ===
+# HOLE format_observation: `format_observation(env, agent_id) -> str`, what one agent sees this
+# turn, as text for the prompt (delegate to helpers.observation_to_text).
+def format_observation(env: Any, agent_id: int) -> str:
+    raise NotImplementedError("CUSTOMIZE format_observation")
+# === END CUSTOMIZE ===
+
+# === CUSTOMIZE ===
+# HOLE prompts: the two prompt builders, each returning chat messages [{"role", "content"}, ...]
+# (delegate to prompt_template). `build_thinking_messages(observation, agent_id, turn)` asks the
+# agent to reason about the situation; `build_action_messages(observation, agent_id, turn,
+# thinking)` shows that reasoning and asks for exactly one action as a JSON helper call.
+def build_thinking_messages(observation: str, agent_id: int, turn: int) -> Messages:
+    raise NotImplementedError("CUSTOMIZE build_thinking_messages")
+
+
+def build_action_messages(observation: str, agent_id: int, turn: int, thinking: str) -> Messages:
+    raise NotImplementedError("CUSTOMIZE build_action_messages")
+# === END CUSTOMIZE ===
+
+# === CUSTOMIZE ===
+# HOLE actions: `FALLBACK_ACTION`, the low-level game action played when an action is invalid;
+# `parse_action(text, agent_id) -> dict`, the JSON call {"action": NAME, "agent_id": I, "args": {}}
+# found in the model's action output (raise ValueError when there is none); and
+# `dispatch_action(env, call) -> str`, which runs the named helper from helpers.py and returns the
+# low-level game action it chose (raise ValueError for an unknown helper or bad arguments).
+FALLBACK_ACTION = ""
+
+
+def parse_action(text: str, agent_id: int) -> dict:
+    raise NotImplementedError("CUSTOMIZE parse_action")
+
+
+def dispatch_action(env: Any, call: dict) -> str:
+    raise NotImplementedError("CUSTOMIZE dispatch_action")
+# === END CUSTOMIZE ===
+
+# === CUSTOMIZE ===
+# HOLE reward: `shape_reward(reward, info, agent_id) -> float`, the training reward of one agent
+# for one game step, from the game's reward and info (return `reward` unchanged for none).
+def shape_reward(reward: float, info: dict, agent_id: int) -> float:
+    raise NotImplementedError("CUSTOMIZE shape_reward")
+# === END CUSTOMIZE ===
+
+# === GENERIC — DO NOT MODIFY ===
+ADVANTAGE_EPS = 1e-4
+ACTION_ERRORS = (ValueError, KeyError, TypeError)
+
+
+# ---------------------------------------------------------------- rollout engine
+@dataclass
+class Completion:
+    ids: list[int]  # generated token ids, ending with EOS unless truncated
+    truncated: bool  # stopped at max_new_tokens without EOS
+
+
+class RolloutEngine(Protocol):
+    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Completion]: ...
+
+
+class HFGenerateEngine:
+    """All prompts of a stage in one left-padded `generate` call with the KV cache."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, config: GRPOConfig) -> None:
+        self.model, self.tokenizer, self.config = model, tokenizer, config
+
+    @torch.no_grad()
+    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Completion]:
+        device = next(self.model.parameters()).device
+        pad_id, eos_id = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)  # (B, T) left-padded
+        attention_mask = torch.zeros_like(input_ids)
+        for row, prompt in enumerate(prompts):
+            input_ids[row, width - len(prompt):] = torch.tensor(prompt)
+            attention_mask[row, width - len(prompt):] = 1
+        sampling = self.config.temperature > 0
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            out = self.model.generate(
+                input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
+                max_new_tokens=max_new_tokens, do_sample=sampling, use_cache=True,
+                temperature=self.config.temperature if sampling else None,
+                top_p=self.config.top_p if sampling else None, top_k=0 if sampling else None,
+                pad_token_id=pad_id, eos_token_id=eos_id)
+        finally:
+            self.model.train(was_training)
+        return [_trim_at_eos(row.tolist(), eos_id, max_new_tokens) for row in out[:, width:].cpu()]
+
+
+def _trim_at_eos(ids: list[int], eos_id: int, max_new_tokens: int) -> Completion:
+    if eos_id in ids:
+        return Completion(ids[: ids.index(eos_id) + 1], truncated=False)
+    return Completion(ids[:max_new_tokens], truncated=True)
+
+
+ROLLOUT_ENGINES = {"hf": HFGenerateEngine}
+
+
+def make_engine(model: torch.nn.Module, tokenizer: Any, config: GRPOConfig) -> RolloutEngine:
+    if config.rollout_engine not in ROLLOUT_ENGINES:
+        raise ValueError(f"rollout_engine must be one of {sorted(ROLLOUT_ENGINES)}, got {config.rollout_engine!r}")
+    return ROLLOUT_ENGINES[config.rollout_engine](model, tokenizer, config)
+
+
+# ---------------------------------------------------------------- rollouts
+@dataclass
+class Sample:
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    episode: int  # index within the group
+    agent_id: int
+    advantage: float = 0.0
+
+
+@dataclass
+class ActionOutcome:
+    action: str  # low-level game action actually played
+    call: dict | None  # the parsed helper call, None when unparseable
+    valid: bool
+    error: str = ""
+
+
+@dataclass
+class Rollout:
+    samples: list[Sample]
+    returns: list[list[float]]  # [episode][agent] summed shaped reward
+    num_actions: int = 0
+    num_invalid: int = 0
+    completion_lengths: list[int] = field(default_factory=list)
+    num_truncated: int = 0
+    transcript: list[str] = field(default_factory=list)  # episode 0, when asked for
+
+
+def chat_ids(tokenizer: Any, messages: Messages) -> list[int]:
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def resolve_action(env: Any, agent_id: int, text: str) -> ActionOutcome:
+    try:
+        call = parse_action(text, agent_id)
+    except ACTION_ERRORS as exc:
+        return ActionOutcome(FALLBACK_ACTION, None, False, f"unparseable: {exc}")
+    try:
+        return ActionOutcome(dispatch_action(env, call), call, True)
+    except ACTION_ERRORS as exc:
+        return ActionOutcome(FALLBACK_ACTION, call, False, f"invalid: {type(exc).__name__}: {exc}")
+
+
+def play_episodes(engine: RolloutEngine, tokenizer: Any, config: GRPOConfig, seeds: list[int],
+                  record_transcript: bool = False) -> Rollout:
+    """Play one episode per seed, all episodes and agents batched together per stage."""
+    envs = [make_env(config) for _ in seeds]
+    for env, seed in zip(envs, seeds):
+        env.reset(seed=seed)
+    rollout = Rollout(samples=[], returns=[[0.0] * env.num_agents for env in envs])
+    live = list(range(len(envs)))
+    for turn in range(config.max_env_steps):
+        if not live:
+            break
+        pairs = [(e, a) for e in live for a in range(envs[e].num_agents)]
+        observations = [format_observation(envs[e], a) for e, a in pairs]
+        think_prompts = [chat_ids(tokenizer, build_thinking_messages(o, a, turn))
+                         for o, (_, a) in zip(observations, pairs)]
+        thoughts = engine.generate(think_prompts, config.max_thinking_tokens)
+        thinking_texts = [tokenizer.decode(c.ids, skip_special_tokens=True) for c in thoughts]
+        act_prompts = [chat_ids(tokenizer, build_action_messages(o, a, turn, t))
+                       for o, t, (_, a) in zip(observations, thinking_texts, pairs)]
+        actions = engine.generate(act_prompts, config.max_action_tokens)
+        action_texts = [tokenizer.decode(c.ids, skip_special_tokens=True) for c in actions]
+        outcomes = [resolve_action(envs[e], a, text) for (e, a), text in zip(pairs, action_texts)]
+
+        for i, (e, a) in enumerate(pairs):
+            for prompt, completion in ((think_prompts[i], thoughts[i]), (act_prompts[i], actions[i])):
+                rollout.samples.append(Sample(prompt, completion.ids, e, a))
+                rollout.completion_lengths.append(len(completion.ids))
+                rollout.num_truncated += completion.truncated
+        rollout.num_actions += len(outcomes)
+        rollout.num_invalid += sum(not o.valid for o in outcomes)
+
+        step_results = {}
+        for e in live:
+            joint = {a: o.action for (pe, a), o in zip(pairs, outcomes) if pe == e}
+            _, rewards, done, info = envs[e].step(joint)
+            step_results[e] = (rewards, done, info)
+            for a in range(envs[e].num_agents):
+                rollout.returns[e][a] += shape_reward(float(rewards[a]), info, a)
+        for (e, a), outcome in zip(pairs, outcomes):
+            if not outcome.valid:
+                rollout.returns[e][a] += config.invalid_action_penalty
+        if record_transcript and 0 in live:
+            rollout.transcript.append(_turn_transcript(turn, pairs, think_prompts, thinking_texts, action_texts,
+                                                       outcomes, step_results[0], envs[0], tokenizer))
+        live = [e for e in live if not step_results[e][1]]
+    return rollout
+
+
+def _turn_transcript(turn, pairs, prompts, thinking_texts, action_texts, outcomes, step_result, env,
+                     tokenizer) -> str:
+    rewards, _, info = step_result
+    lines = [f"--- turn {turn} ---"]
+    for i, (e, a) in enumerate(pairs):
+        if e != 0:
+            continue
+        outcome = outcomes[i]
+        lines += [f"[agent {a}] prompt:", tokenizer.decode(prompts[i]),
+                  f"[agent {a}] thinking: {thinking_texts[i]}",
+                  f"[agent {a}] action output: {action_texts[i]}",
+                  f"[agent {a}] parsed call: {json.dumps(outcome.call)}",
+                  f"[agent {a}] helper result: {outcome.action}" + (f" ({outcome.error})" if outcome.error else ""),
+                  f"[agent {a}] reward: {float(rewards[a]):+.3f}"]
+    lines += [f"info: {json.dumps(info, default=str)}", env.render()]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- GRPO math
+def group_advantages(returns: torch.Tensor, eps: float = ADVANTAGE_EPS) -> torch.Tensor:
+    """(G, A) episode returns -> (G, A) advantages, normalised per agent role over the group."""
+    mean = returns.mean(dim=0, keepdim=True)  # (1, A)
+    std = returns.std(dim=0, keepdim=True)  # (1, A), unbiased as TRL
+    return (returns - mean) / (std + eps)
+
+
+def frac_zero_std(returns: torch.Tensor) -> float:
+    """Fraction of agent-role groups whose returns are all equal (they carry no signal)."""
+    return (returns.std(dim=0) < 1e-6).float().mean().item()
+
+
+def per_token_logps(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """(B, T) ids -> (B, T-1) log-probability of each next token."""
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1]  # (B, T-1, V)
+    logps = torch.log_softmax(logits.float(), dim=-1)
+    return logps.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # (B, T-1)
+
+
+def grpo_token_loss(logps: torch.Tensor, old_logps: torch.Tensor, ref_logps: torch.Tensor | None,
+                    advantages: torch.Tensor, epsilon_low: float, epsilon_high: float,
+                    beta: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-token loss, KL and clip indicator, all (B, T-1); advantages are (B,)."""
+    adv = advantages.unsqueeze(1)  # (B, 1)
+    ratio = torch.exp(logps - old_logps)
+    clipped_ratio = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
+    loss = -torch.min(ratio * adv, clipped_ratio * adv)
+    if ref_logps is not None and beta > 0:
+        delta = ref_logps - logps
+        kl = torch.exp(delta) - delta - 1  # k3 estimator, >= 0
+        loss = loss + beta * kl
+    else:
+        kl = torch.zeros_like(logps)
+    is_clipped = ((ratio < 1 - epsilon_low) & (adv < 0)) | ((ratio > 1 + epsilon_high) & (adv > 0))
+    return loss, kl, is_clipped.float()
+
+
+def masked_sum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (values * mask).sum()
+
+
+# ---------------------------------------------------------------- batches
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # (B, T) prompt + completion, right-padded
+    attention_mask: torch.Tensor  # (B, T)
+    completion_mask: torch.Tensor  # (B, T-1) 1 where the next token was generated
+    advantages: torch.Tensor  # (B,)
+
+
+def collate(samples: list[Sample], pad_id: int, device: torch.device) -> Batch:
+    width = max(len(s.prompt_ids) + len(s.completion_ids) for s in samples)
+    input_ids = torch.full((len(samples), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    completion_mask = torch.zeros((len(samples), width - 1))
+    for row, s in enumerate(samples):
+        ids = s.prompt_ids + s.completion_ids
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        attention_mask[row, : len(ids)] = 1
+        # position t predicts token t+1: completion tokens are predicted from len(prompt)-1 on
+        completion_mask[row, len(s.prompt_ids) - 1: len(ids) - 1] = 1
+    advantages = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
+    return Batch(input_ids.to(device), attention_mask.to(device), completion_mask.to(device), advantages.to(device))
+
+
+def chunks(items: list, size: int) -> list[list]:
+    return [items[i: i + size] for i in range(0, len(items), size)]
+
+
+# ---------------------------------------------------------------- training
+@dataclass
+class Trainer:
+    config: GRPOConfig
+    accelerator: Accelerator
+    model: torch.nn.Module
+    ref_model: torch.nn.Module | None
+    tokenizer: Any
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+
+    def optimisation_plan(self, samples: list[Sample]) -> list[list[list[Sample]]]:
+        """Optimiser steps, each a list of micro-batches; equal step counts on every process."""
+        c = self.config
+        per_step = c.micro_batch_size * c.gradient_accumulation_steps
+        local_steps = math.ceil(len(samples) / per_step)
+        counts = self.accelerator.gather(torch.tensor([local_steps], device=self.accelerator.device))
+        steps = chunks(samples, per_step)
+        # a process with fewer samples repeats its first step at zero weight so collectives stay matched
+        steps += [[]] * (int(counts.max().item()) - local_steps)
+        return [chunks(step, c.micro_batch_size) for step in steps]
+
+    @torch.no_grad()
+    def frozen_logps(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+        return per_token_logps(model, batch.input_ids, batch.attention_mask)
+
+    def train_on_rollout(self, samples: list[Sample]) -> dict[str, float]:
+        c, device = self.config, self.accelerator.device
+        plan = self.optimisation_plan(samples)
+        filler = samples[: c.micro_batch_size]
+        batches = [[collate(mb, self.tokenizer.pad_token_id, device) for mb in step] or
+                   [collate(filler, self.tokenizer.pad_token_id, device)] for step in plan]
+        weights = [1.0 if step else 0.0 for step in plan]
+        reuse_pass = c.num_iterations > 1 or len(plan) > 1
+        old = [[self.frozen_logps(self.model, b) for b in step] for step in batches] if reuse_pass else None
+        ref = ([[self.frozen_logps(self.ref_model, b) for b in step] for step in batches]
+               if self.ref_model is not None else None)
+        totals = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "clip_ratio": 0.0, "grad_norm": 0.0, "tokens": 0.0}
+        n_steps = 0
+        for _ in range(c.num_iterations):
+            for s, step in enumerate(batches):
+                step_tokens = sum(b.completion_mask.sum() for b in step).clamp(min=1)
+                for m, batch in enumerate(step):
+                    last = m == len(step) - 1
+                    sync = contextlib.nullcontext() if last else self.accelerator.no_sync(self.model)
+                    with sync:
+                        logps = per_token_logps(self.model, batch.input_ids, batch.attention_mask)
+                        old_logps = old[s][m] if old is not None else logps.detach()
+                        ref_logps = ref[s][m] if ref is not None else None
+                        loss_tok, kl_tok, clip_tok = grpo_token_loss(
+                            logps, old_logps, ref_logps, batch.advantages, c.epsilon_low, c.epsilon_high, c.beta)
+                        loss = masked_sum(loss_tok, batch.completion_mask) / step_tokens * weights[s]
+                        self.accelerator.backward(loss)
+                    mask = batch.completion_mask
+                    totals["loss"] += loss.item()
+                    totals["kl"] += masked_sum(kl_tok.detach(), mask).item() * weights[s]
+                    totals["policy_loss"] += (masked_sum(loss_tok.detach() - c.beta * kl_tok.detach(), mask)
+                                              / step_tokens).item() * weights[s]
+                    totals["clip_ratio"] += masked_sum(clip_tok, mask).item() * weights[s]
+                    totals["tokens"] += mask.sum().item() * weights[s]
+                grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
+                self.optimizer.step()
+                self.scheduler.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                totals["grad_norm"] += float(grad_norm)
+                n_steps += 1
+        tokens = max(totals["tokens"], 1.0)
+        return {"loss": totals["loss"] / n_steps, "policy_loss": totals["policy_loss"] / n_steps,
+                "kl": totals["kl"] / tokens, "clip_ratio": totals["clip_ratio"] / tokens,
+                "grad_norm": totals["grad_norm"] / n_steps, "optimizer_steps": float(n_steps)}
+
+
+def assign_advantages(rollout: Rollout) -> tuple[torch.Tensor, torch.Tensor]:
+    returns = torch.tensor(rollout.returns, dtype=torch.float32)  # (G, A)
+    advantages = group_advantages(returns)
+    for sample in rollout.samples:
+        sample.advantage = advantages[sample.episode, sample.agent_id].item()
+    return returns, advantages
+
+
+# ---------------------------------------------------------------- logging
+class RunLogs:
+    """train.logs and Sample_EP.logs, written by the main process only."""
+
+    def __init__(self, config: GRPOConfig, enabled: bool) -> None:
+        self.enabled = enabled
+        log_dir = Path(config.log_dir)
+        self.train_path, self.sample_path = log_dir / "train.logs", log_dir / "Sample_EP.logs"
+        if enabled:
+            log_dir.mkdir(parents=True, exist_ok=True)
+
+    def line(self, kind: str, **values: Any) -> None:
+        if not self.enabled:
+            return
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        fields_ = " ".join(f"{k}={_fmt(v)}" for k, v in values.items())
+        with self.train_path.open("a") as fh:
+            fh.write(f"{stamp} {kind} {fields_}\n")
+        print(f"{kind} {fields_}", flush=True)
+
+    def sample_episode(self, episode: int, update: int, seed: int, returns: list[float], transcript: list[str]) -> None:
+        if not self.enabled:
+            return
+        header = f"===== episode {episode} (update {update}, seed {seed}) returns {json.dumps(returns)} ====="
+        with self.sample_path.open("a") as fh:
+            fh.write("\n".join([header, *transcript, ""]) + "\n")
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value).replace(" ", "_")
+
+
+# ---------------------------------------------------------------- set-up and main loop
+def load_models(config: GRPOConfig, accelerator: Accelerator):
+    dtype = torch.bfloat16 if config.bf16 and torch.cuda.is_available() else torch.float32
+    tokenizer = AutoTokenizer.from_pretrained(config.model_name)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(config.model_name, dtype=dtype).train()
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    ref_model = None
+    if config.beta > 0:
+        ref_model = AutoModelForCausalLM.from_pretrained(config.model_name, dtype=dtype).to(accelerator.device)
+        ref_model.eval().requires_grad_(False)
+    return tokenizer, model, ref_model
+
+
+def build_trainer(config: GRPOConfig, accelerator: Accelerator, num_updates: int) -> Trainer:
+    tokenizer, model, ref_model = load_models(config, accelerator)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    steps_per_update = config.num_iterations * math.ceil(
+        config.group_size * config.num_agents * config.max_env_steps * 2
+        / (config.micro_batch_size * config.gradient_accumulation_steps))
+    scheduler = get_scheduler(config.lr_scheduler_type, optimizer, num_warmup_steps=config.warmup_steps,
+                              num_training_steps=max(num_updates * steps_per_update, 1))
+    # the scheduler stays unwrapped: accelerate's wrapper would step it once per process
+    model, optimizer = accelerator.prepare(model, optimizer)
+    return Trainer(config, accelerator, model, ref_model, tokenizer, optimizer, scheduler)
+
+
+def save_checkpoint(trainer: Trainer, name: str) -> None:
+    accelerator = trainer.accelerator
+    accelerator.wait_for_everyone()
+    if not accelerator.is_main_process:
+        return
+    out = Path(trainer.config.output_dir) / name
+    accelerator.unwrap_model(trainer.model).save_pretrained(out, state_dict=accelerator.get_state_dict(trainer.model))
+    trainer.tokenizer.save_pretrained(out)
+    (out / "grpo_config.json").write_text(trainer.config.to_json())
+
+
+def evaluate(trainer: Trainer, engine: RolloutEngine) -> dict[str, float]:
+    c = trainer.config
+    seeds = [10_000_000 + c.seed + i for i in range(c.eval_episodes)]
+    rollout = play_episodes(engine, trainer.tokenizer, c, seeds)
+    returns = torch.tensor(rollout.returns, dtype=torch.float32)
+    return {"eval_reward_mean": returns.mean().item(), "eval_reward_std": returns.std().item() if returns.numel() > 1 else 0.0,
+            "eval_invalid_action_rate": rollout.num_invalid / max(rollout.num_actions, 1)}
+
+
+def reduce_mean(accelerator: Accelerator, values: dict[str, float]) -> dict[str, float]:
+    keys = sorted(values)
+    tensor = torch.tensor([values[k] for k in keys], dtype=torch.float64, device=accelerator.device)
+    reduced = accelerator.reduce(tensor, reduction="mean")
+    return dict(zip(keys, reduced.tolist()))
+
+
+def train(config: GRPOConfig) -> None:
+    random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    accelerator = Accelerator()
+    episodes_per_update = config.group_size * accelerator.num_processes
+    num_updates = math.ceil(config.episodes / episodes_per_update)
+    trainer = build_trainer(config, accelerator, num_updates)
+    torch.manual_seed(config.seed + accelerator.process_index)
+    logs = RunLogs(config, accelerator.is_main_process)
+    engine = make_engine(accelerator.unwrap_model(trainer.model), trainer.tokenizer, config)
+    logs.line("start", model=config.model_name, processes=accelerator.num_processes, updates=num_updates,
+              episodes=config.episodes, group_size=config.group_size, agents=config.num_agents)
+    episodes_done = 0
+    for update in range(1, num_updates + 1):
+        started = time.perf_counter()
+        group = (update - 1) * accelerator.num_processes + accelerator.process_index
+        seed = config.seed + group
+        next_sample = (episodes_done // config.sample_log_interval + 1) * config.sample_log_interval
+        record = episodes_done + episodes_per_update >= next_sample
+        rollout = play_episodes(engine, trainer.tokenizer, config, [seed] * config.group_size, record)
+        returns, _ = assign_advantages(rollout)
+        stats = trainer.train_on_rollout(rollout.samples)
+        episodes_done += episodes_per_update
+        lengths = rollout.completion_lengths
+        local = {**stats, "reward_mean": returns.mean().item(), "reward_std": returns.std().item(),
+                 "frac_reward_zero_std": frac_zero_std(returns),
+                 "completion_mean_length": sum(lengths) / max(len(lengths), 1),
+                 "completion_clipped_ratio": rollout.num_truncated / max(len(lengths), 1),
+                 "invalid_action_rate": rollout.num_invalid / max(rollout.num_actions, 1),
+                 "num_tokens": float(sum(lengths))}
+        metrics = reduce_mean(accelerator, local)
+        metrics["num_tokens"] *= accelerator.num_processes
+        logs.line("train", update=update, episode=episodes_done, lr=trainer.scheduler.get_last_lr()[0],
+                  **{k: metrics[k] for k in sorted(metrics) if k != "optimizer_steps"},
+                  step_time=time.perf_counter() - started)
+        if record:
+            logs.sample_episode(episodes_done - episodes_per_update + 1, update, seed, rollout.returns[0],
+                                rollout.transcript)
+        if update % config.eval_interval == 0 or update == num_updates:
+            logs.line("eval", update=update, episode=episodes_done, **reduce_mean(accelerator, evaluate(trainer, engine)))
+        if config.save_interval and update % config.save_interval == 0:
+            save_checkpoint(trainer, f"checkpoint-{update}")
+    save_checkpoint(trainer, "final")
+    logs.line("done", updates=num_updates, episodes=episodes_done)
+
+
+def main(argv: list[str] | None = None) -> None:
+    train(GRPOConfig.from_args(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    main()
+# === END GENERIC ===
