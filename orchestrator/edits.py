@@ -1,0 +1,574 @@
+"""Parse an LLM's file answers and apply its SEARCH/REPLACE edits, on strings only.
+
+Two answer formats are used. Both are also available verbatim as
+``WHOLE_FILE_FORMAT`` and ``EDIT_FORMAT`` so prompts and error messages quote
+the same text.
+
+Whole file (generation), parsed by ``parse_files``::
+
+    FILE: generated/helpers.py
+    ```python
+    ...the entire file...
+    ```
+
+- One block per file; an answer may hold several.
+- The ``FILE:`` line comes right before the opening fence (blank lines between
+  are allowed). Paths are relative, e.g. ``helpers.py`` or
+  ``generated/helpers.py``.
+- The fence is three or more backticks with any (or no) language. It is closed
+  by a line of only backticks, at least as many as the opening fence, so a file
+  that itself contains ``` lines (markdown) must be sent in a ```` fence.
+- Prose outside the blocks is ignored; a fence without a ``FILE:`` line is an
+  error.
+
+Edit (fix), parsed by ``parse_edits``::
+
+    FILE: train.py
+    <<<<<<< SEARCH
+    exact lines to find
+    =======
+    replacement lines
+    >>>>>>> REPLACE
+
+- A ``FILE:`` line sets the path for every block after it, until the next
+  ``FILE:`` line; an answer may edit several files with several blocks each.
+- Blocks may be wrapped in a code fence; fence lines outside blocks are ignored.
+- An empty SEARCH section creates the file with the REPLACE text, or appends
+  the REPLACE text to an existing file.
+
+Applying an edit (``apply_edit``) looks for the SEARCH lines as whole lines of
+the file, trying in order, and stopping at the first rule that matches at all:
+
+1. the exact lines;
+2. the lines ignoring trailing whitespace;
+3. the lines shifted by one uniform leading-whitespace offset (the REPLACE
+   lines are then re-indented by the same offset);
+4. rules 1-3 again with stray blank lines dropped from the start and/or end
+   of the SEARCH (and as many from the same end of the REPLACE).
+
+A rule that matches more than one place makes the edit ambiguous: it is not
+applied. Line endings are normalised to ``\\n`` for matching; a file written
+with ``\\r\\n`` keeps them, and a file's final newline (or its absence) is kept.
+
+``apply_edits`` is all-or-nothing: every block is dry-run against the
+progressively edited texts, and nothing is to be written unless all match.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+from typing import NoReturn
+
+WHOLE_FILE_FORMAT = """\
+FILE: path/to/file.py
+```python
+<the entire content of the file>
+```
+
+Send one such block per file. The FILE: line comes right before the opening \
+fence. If the file itself contains ``` lines, open and close its block with \
+four backticks (````) instead of three."""
+
+EDIT_FORMAT = """\
+FILE: path/to/file.py
+<<<<<<< SEARCH
+<lines copied exactly from the current file>
+=======
+<the lines to put in their place>
+>>>>>>> REPLACE
+
+A FILE: line applies to every block after it until the next FILE: line. The \
+SEARCH section must match exactly one place in the file, character for \
+character, including indentation and comments; include a few unchanged lines \
+around the change to make it unique. An empty SEARCH section creates the file \
+(or appends to it)."""
+
+_FILE_LINE = re.compile(r"^[\s#*]*FILE:[\s*]*(.*?)\s*$")
+_FENCE_OPEN = re.compile(r"^\s*(`{3,})[^`]*$")
+_FENCE_CLOSE = re.compile(r"^\s*(`{3,})\s*$")
+_SEARCH = re.compile(r"^<{5,9}\s*SEARCH\s*$")
+_DIVIDER = re.compile(r"^={5,9}$")
+_REPLACE = re.compile(r"^>{5,9}\s*REPLACE\s*$")
+
+
+class EditFormatError(ValueError):
+    """The answer does not follow the format; the message is written for the model."""
+
+
+@dataclass(frozen=True)
+class FileBlock:
+    path: str
+    content: str
+
+
+@dataclass(frozen=True)
+class Edit:
+    path: str
+    search: str
+    replace: str
+
+
+@dataclass
+class EditResult:
+    """Outcome of ``apply_edits``.
+
+    ``applied`` lists the blocks that matched in the dry run; they are only to
+    be written when ``failed`` is empty, in which case ``new_contents`` holds
+    the final text of every touched file and ``error`` is None. Otherwise
+    ``new_contents`` is empty and ``error`` is the message for the model.
+    """
+
+    new_contents: dict[str, str]
+    applied: list[Edit]
+    failed: list[Edit]
+    error: str | None
+
+
+# --------------------------------------------------------------------------
+# Parsing
+
+
+def parse_files(text: str) -> list[FileBlock]:
+    """Return the whole-file blocks of an answer, in order."""
+    lines = _normalise(text).split("\n")
+    blocks: list[FileBlock] = []
+    pending: tuple[str, int] | None = None  # path and line number of a FILE: line
+    i = 0
+    while i < len(lines):
+        line, lineno = lines[i], i + 1
+        file_line = _FILE_LINE.match(line)
+        fence = _FENCE_OPEN.match(line)
+        if file_line:
+            if pending:
+                _files_error(pending[1], f"`FILE: {pending[0]}` is not followed by a code fence.")
+            pending = (_clean_path(file_line.group(1), lineno, WHOLE_FILE_FORMAT), lineno)
+        elif fence:
+            if pending is None:
+                _files_error(lineno, "this code fence has no `FILE: path` line before it.")
+            path = pending[0]
+            ticks = len(fence.group(1))
+            end = _closing_fence(lines, i + 1, ticks)
+            if end is None:
+                _files_error(
+                    lineno,
+                    f"the code fence opened here for {path} is never closed "
+                    f"(it needs a line of {ticks} or more backticks alone).",
+                )
+            if any(block.path == path for block in blocks):
+                _files_error(pending[1], f"{path} is sent twice; send each file once.")
+            blocks.append(FileBlock(path, _join(lines[i + 1 : end])))
+            pending = None
+            i = end
+        elif pending and line.strip():
+            _files_error(
+                pending[1],
+                f"`FILE: {pending[0]}` must be followed directly by the code fence "
+                f"holding the file, but line {lineno} is `{line.strip()}`.",
+            )
+        i += 1
+    if pending:
+        _files_error(pending[1], f"`FILE: {pending[0]}` is not followed by a code fence.")
+    if not blocks:
+        raise EditFormatError(
+            "No file was found in the answer.\n\n" + _format_reminder(WHOLE_FILE_FORMAT)
+        )
+    return blocks
+
+
+def parse_edits(text: str) -> list[Edit]:
+    """Return the SEARCH/REPLACE blocks of an answer, in order."""
+    lines = _normalise(text).split("\n")
+    edits: list[Edit] = []
+    path: str | None = None
+    i = 0
+    while i < len(lines):
+        line, lineno = lines[i], i + 1
+        marker = line.strip()
+        file_line = _FILE_LINE.match(line)
+        if file_line:
+            path = _clean_path(file_line.group(1), lineno, EDIT_FORMAT)
+        elif _SEARCH.match(marker):
+            if path is None:
+                _edits_error(lineno, "this SEARCH block has no `FILE: path` line before it.")
+            edit, i = _parse_block(lines, i, path)
+            edits.append(edit)
+        elif _DIVIDER.match(marker) or _REPLACE.match(marker):
+            _edits_error(lineno, f"`{marker}` appears outside a SEARCH/REPLACE block.")
+        i += 1
+    if not edits:
+        raise EditFormatError(
+            "No SEARCH/REPLACE block was found in the answer.\n\n" + _format_reminder(EDIT_FORMAT)
+        )
+    return edits
+
+
+def _parse_block(lines: list[str], start: int, path: str) -> tuple[Edit, int]:
+    """Parse the block whose SEARCH marker is ``lines[start]``; return it and its last index."""
+    opened = start + 1
+    i = start + 1
+    search: list[str] = []
+    while i < len(lines) and not _DIVIDER.match(lines[i].strip()):
+        if _SEARCH.match(lines[i].strip()) or _REPLACE.match(lines[i].strip()):
+            _edits_error(
+                i + 1,
+                f"`{lines[i].strip()}` comes before the `=======` line of the "
+                f"SEARCH block opened at line {opened}.",
+            )
+        search.append(lines[i])
+        i += 1
+    if i == len(lines):
+        _edits_error(opened, "this SEARCH block has no `=======` line.")
+    i += 1
+    replace: list[str] = []
+    # A `=======` line here is replacement text: a mistaken divider leaves the
+    # block without `>>>>>>> REPLACE`, which is reported anyway.
+    while i < len(lines) and not _REPLACE.match(lines[i].strip()):
+        if _SEARCH.match(lines[i].strip()):
+            _edits_error(
+                i + 1,
+                f"a new SEARCH block starts before the block opened at line "
+                f"{opened} was closed with `>>>>>>> REPLACE`.",
+            )
+        replace.append(lines[i])
+        i += 1
+    if i == len(lines):
+        _edits_error(opened, "this SEARCH block is never closed with `>>>>>>> REPLACE`.")
+    return Edit(path, _join(search), _join(replace)), i
+
+
+def _closing_fence(lines: list[str], start: int, ticks: int) -> int | None:
+    for i in range(start, len(lines)):
+        close = _FENCE_CLOSE.match(lines[i])
+        if close and len(close.group(1)) >= ticks:
+            return i
+    return None
+
+
+def _clean_path(raw: str, lineno: int, fmt: str) -> str:
+    path = raw.strip().strip("`*'\"").strip().replace("\\", "/")
+    problem = None
+    if not path:
+        problem = "this FILE: line has no path."
+    elif path.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", path):
+        problem = f"`{path}` is an absolute path; use a relative path like helpers.py."
+    elif ".." in path.split("/"):
+        problem = f"`{path}` leaves the project directory; use a relative path without `..`."
+    if problem:
+        raise EditFormatError(f"Line {lineno}: {problem}\n\n{_format_reminder(fmt)}")
+    return posixpath.normpath(path)
+
+
+def _files_error(lineno: int, problem: str) -> NoReturn:
+    raise EditFormatError(f"Line {lineno}: {problem}\n\n{_format_reminder(WHOLE_FILE_FORMAT)}")
+
+
+def _edits_error(lineno: int, problem: str) -> NoReturn:
+    raise EditFormatError(f"Line {lineno}: {problem}\n\n{_format_reminder(EDIT_FORMAT)}")
+
+
+def _format_reminder(fmt: str) -> str:
+    return f"The answer must use this format:\n\n{fmt}"
+
+
+# --------------------------------------------------------------------------
+# Applying
+
+
+@dataclass(frozen=True)
+class _Match:
+    start: int
+    end: int
+    replacement: list[str]
+
+
+def apply_edit(content: str, edit: Edit) -> str | None:
+    """Return ``content`` with the edit applied, or None if SEARCH matches no single place."""
+    return _apply(content, edit)[0]
+
+
+def _apply(content: str, edit: Edit) -> tuple[str | None, list[int]]:
+    """Apply one edit; also return the 1-based start lines of every match found."""
+    crlf = "\r\n" in content
+    text = _normalise(content)
+    if not edit.search.strip():
+        if text and not text.endswith("\n"):
+            text += "\n"
+        return _restore_newlines(text + _normalise(edit.replace), crlf), []
+    whole = _lines(text)
+    matches = _find(whole, _lines(_normalise(edit.search)), _lines(_normalise(edit.replace)))
+    if len(matches) != 1:
+        return None, [m.start + 1 for m in matches]
+    match = matches[0]
+    new_lines = whole[: match.start] + match.replacement + whole[match.end :]
+    new_text = "\n".join(new_lines)
+    if new_lines and text.endswith("\n"):
+        new_text += "\n"
+    return _restore_newlines(new_text, crlf), [match.start + 1]
+
+
+def _find(whole: list[str], part: list[str], replace: list[str]) -> list[_Match]:
+    """All matches of the first rule that matches anywhere."""
+    stripped_whole = [line.rstrip() for line in whole]
+    for variant_part, variant_replace in _blank_line_variants(part, replace):
+        for rule in (_exact, _ignoring_trailing_whitespace, _reindented):
+            matches = rule(whole, stripped_whole, variant_part, variant_replace)
+            if matches:
+                return matches
+    return []
+
+
+def _exact(whole: list[str], _: list[str], part: list[str], replace: list[str]) -> list[_Match]:
+    n = len(part)
+    return [
+        _Match(i, i + n, replace) for i in range(len(whole) - n + 1) if whole[i : i + n] == part
+    ]
+
+
+def _ignoring_trailing_whitespace(
+    _: list[str], stripped_whole: list[str], part: list[str], replace: list[str]
+) -> list[_Match]:
+    return _exact(stripped_whole, stripped_whole, [line.rstrip() for line in part], replace)
+
+
+def _reindented(
+    _: list[str], stripped_whole: list[str], part: list[str], replace: list[str]
+) -> list[_Match]:
+    if not any(line.strip() for line in part):
+        return []
+    nonblank = [line for line in part + replace if line.strip()]
+    # Remove the indentation common to SEARCH and REPLACE so that their
+    # relative indentation survives; the file's own offset is added back.
+    cut = min(len(line) - len(line.lstrip()) for line in nonblank)
+    part = [line[cut:].rstrip() if line.strip() else "" for line in part]
+    replace = [line[cut:] if line.strip() else "" for line in replace]
+    n = len(part)
+    matches = []
+    for i in range(len(stripped_whole) - n + 1):
+        prefix = _uniform_prefix(stripped_whole[i : i + n], part)
+        if prefix is not None:
+            matches.append(_Match(i, i + n, [prefix + line if line else line for line in replace]))
+    return matches
+
+
+def _uniform_prefix(chunk: list[str], part: list[str]) -> str | None:
+    """The whitespace that prefixes every non-blank line of ``part`` to give ``chunk``."""
+    prefixes = set()
+    for have, want in zip(chunk, part):
+        if not want:
+            if have:
+                return None
+            continue
+        prefix = have[: len(have) - len(want)]
+        if not have.endswith(want) or prefix.strip():
+            return None
+        prefixes.add(prefix)
+    return prefixes.pop() if len(prefixes) == 1 else None
+
+
+def _blank_line_variants(
+    part: list[str], replace: list[str]
+) -> Iterator[tuple[list[str], list[str]]]:
+    yield part, replace
+    lead = _count_blank(part)
+    trail = _count_blank(reversed(part))
+    seen = set()
+    for drop_lead, drop_trail in ((lead, 0), (0, trail), (lead, trail)):
+        if (drop_lead or drop_trail) and drop_lead + drop_trail < len(part):
+            if (drop_lead, drop_trail) not in seen:
+                seen.add((drop_lead, drop_trail))
+                # The model usually copied the stray blank line into REPLACE
+                # too; keeping it there would add a line the file never had.
+                replace_lead = min(drop_lead, _count_blank(replace))
+                replace_trail = min(drop_trail, _count_blank(reversed(replace[replace_lead:])))
+                yield (
+                    part[drop_lead : len(part) - drop_trail],
+                    replace[replace_lead : len(replace) - replace_trail],
+                )
+
+
+def _count_blank(lines: Iterable[str]) -> int:
+    count = 0
+    for line in lines:
+        if line.strip():
+            break
+        count += 1
+    return count
+
+
+def find_similar_lines(
+    search: str, content: str, context: int = 3, min_ratio: float = 0.6
+) -> str:
+    """The chunk of ``content`` most like ``search``, with ``context`` lines around it.
+
+    Windows of the same line count as ``search`` are ranked by SequenceMatcher
+    ratio, ignoring indentation. Returns "" when nothing reaches ``min_ratio``,
+    so that unrelated code is not offered as a near miss.
+    """
+    search_lines = _lines(_normalise(search))
+    content_lines = _lines(_normalise(content))
+    if not search_lines or not content_lines:
+        return ""
+    n = min(len(search_lines), len(content_lines))
+    matcher = SequenceMatcher(None, autojunk=False)
+    matcher.set_seq2("\n".join(line.strip() for line in search_lines))
+    stripped = [line.strip() for line in content_lines]
+    best_ratio, best_start = 0.0, -1
+    for i in range(len(content_lines) - n + 1):
+        matcher.set_seq1("\n".join(stripped[i : i + n]))
+        # Cheap upper bounds first: ratio() is the expensive part.
+        if matcher.real_quick_ratio() <= best_ratio or matcher.quick_ratio() <= best_ratio:
+            continue
+        ratio = matcher.ratio()
+        if ratio > best_ratio:
+            best_ratio, best_start = ratio, i
+    if best_start < 0 or best_ratio < min_ratio:
+        return ""
+    start = max(0, best_start - context)
+    return _join(content_lines[start : best_start + n + context])
+
+
+def apply_edits(edits: list[Edit], contents: dict[str, str | None]) -> EditResult:
+    """Dry-run every edit in order; keep the result only if all of them apply.
+
+    ``contents`` maps each path to its current text, or None (or no entry) when
+    the file does not exist. Later blocks see the effect of earlier ones.
+    """
+    current: dict[str, str] = {}
+    applied: list[Edit] = []
+    failed: list[Edit] = []
+    problems: list[str] = []
+    matched: list[str] = []  # "N (path)" for the report, numbered as in the answer
+    for number, edit in enumerate(edits, 1):
+        text = current.get(edit.path, contents.get(edit.path))
+        match_lines: list[int] = []
+        if text is None:
+            new = _normalise(edit.replace) if not edit.search.strip() else None
+        else:
+            new, match_lines = _apply(text, edit)
+        if new is not None:
+            current[edit.path] = new
+            applied.append(edit)
+            matched.append(f"{number} ({edit.path})")
+            continue
+        failed.append(edit)
+        if text is None:
+            problems.append(_missing_file_message(edit))
+        elif match_lines:
+            problems.append(_ambiguous_message(edit, match_lines))
+        else:
+            problems.append(_no_match_message(edit, text))
+    if failed:
+        return EditResult({}, applied, failed, _failure_report(len(edits), problems, matched))
+    return EditResult(current, applied, [], None)
+
+
+def _no_match_message(edit: Edit, content: str) -> str:
+    message = (
+        f"## SearchReplaceNoExactMatch: this SEARCH block failed to exactly match "
+        f"lines in {edit.path}\n{_render(edit)}\n"
+    )
+    similar = find_similar_lines(edit.search, content)
+    if similar:
+        message += (
+            f"Did you mean to match these actual lines from {edit.path}?\n\n{_fenced(similar)}\n"
+        )
+    else:
+        message += f"{edit.path} has no lines similar to this SEARCH section.\n"
+    return message + (
+        "The SEARCH section must exactly match existing lines, "
+        "including all whitespace, comments and docstrings.\n"
+    )
+
+
+def _ambiguous_message(edit: Edit, match_lines: list[int]) -> str:
+    where = ", ".join(str(line) for line in match_lines)
+    return (
+        f"## SearchReplaceAmbiguousMatch: this SEARCH block matches {len(match_lines)} "
+        f"places in {edit.path} (starting at lines {where})\n{_render(edit)}\n"
+        "Add unchanged lines around the change to both the SEARCH and the REPLACE "
+        "sections so that the SEARCH section matches exactly one place.\n"
+    )
+
+
+def _missing_file_message(edit: Edit) -> str:
+    return (
+        f"## SearchReplaceMissingFile: {edit.path} does not exist\n{_render(edit)}\n"
+        "Check the path; to create a new file, leave the SEARCH section empty.\n"
+    )
+
+
+def _failure_report(total: int, problems: list[str], matched: list[str]) -> str:
+    summary = f"{len(problems)} of {total} SEARCH/REPLACE blocks failed.\n\n"
+    note = "No block was applied; send all blocks again with the failing SEARCH sections corrected."
+    if matched:
+        note += f" Blocks that matched: {', '.join(matched)}."
+    return summary + "\n".join(problems) + "\n" + note
+
+
+def _render(edit: Edit) -> str:
+    return (
+        f"FILE: {edit.path}\n<<<<<<< SEARCH\n{_with_newline(edit.search)}"
+        f"=======\n{_with_newline(edit.replace)}>>>>>>> REPLACE\n"
+    )
+
+
+def _fenced(text: str) -> str:
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}{fence}\n"
+
+
+# --------------------------------------------------------------------------
+# Protection
+
+
+def check_protected(paths: Iterable[str], protected: Iterable[str]) -> list[str]:
+    """The paths (as given, in order, once each) that name a protected file.
+
+    Paths are compared by the basename of their normalised form, so
+    ``env_move.py``, ``./generated/env_move.py`` and ``generated\\env_move.py``
+    all hit a protected ``env_move.py``: a relative path's root is not known
+    here, and refusing too much is the safe side. Case is ignored for the same
+    reason (case-insensitive file systems).
+    """
+    names = {_basename(path) for path in protected}
+    hits: list[str] = []
+    for path in paths:
+        if _basename(path) in names and path not in hits:
+            hits.append(path)
+    return hits
+
+
+def _basename(path: str) -> str:
+    return posixpath.basename(posixpath.normpath(path.strip().replace("\\", "/"))).casefold()
+
+
+# --------------------------------------------------------------------------
+# Text helpers
+
+
+def _normalise(text: str) -> str:
+    return text.replace("\r\n", "\n")
+
+
+def _restore_newlines(text: str, crlf: bool) -> str:
+    return text.replace("\n", "\r\n") if crlf else text
+
+
+def _lines(text: str) -> list[str]:
+    """Split into lines; a final newline ends the last line rather than adding one."""
+    if not text:
+        return []
+    return text.removesuffix("\n").split("\n")
+
+
+def _join(lines: list[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+def _with_newline(text: str) -> str:
+    return text if not text or text.endswith("\n") else text + "\n"

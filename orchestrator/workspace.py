@@ -1,0 +1,222 @@
+"""The workspace: a git repository of generated files, one commit per attempt.
+
+This is the only module that writes generated files to disk. Every attempt a node
+makes is committed on the run's branch (``run/<run_id>``) with a message whose last
+paragraph is a git-trailer block::
+
+    generate_helpers attempt 2: failed
+
+    <free-form body, e.g. the checker's output>
+
+    Node: generate_helpers
+    Attempt: 2
+    Outcome: failed
+    Tokens: 1234
+
+``history()`` reads those trailers back, so the git log *is* the record of attempts.
+Git failures never escape as GitPython exceptions: they become one-line
+``WorkspaceError``s.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+from git.exc import GitCommandError, GitError, ODBError
+
+# Everything GitPython may raise for a broken, locked or missing repository
+# (it uses ValueError for unresolvable refs and OSError for filesystem trouble).
+ANY_GIT_ERROR: tuple[type[BaseException], ...] = (GitError, ODBError, OSError, ValueError)
+
+_USER_NAME = "grpo-orchestrator"
+_USER_EMAIL = "orchestrator@localhost"
+_TRAILER_KEYS = ("Node", "Attempt", "Outcome", "Tokens")
+_TRAILER_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*):\s?(.*)$")
+
+
+class WorkspaceError(RuntimeError):
+    """A git or filesystem operation on the workspace failed."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt commit, parsed from the git log."""
+
+    sha: str
+    node: str
+    attempt: int
+    outcome: str
+    tokens: int
+    files: list[str]
+    message: str  # the full commit message
+    when: str  # ISO-8601 commit time
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, GitCommandError):
+        stderr = exc.stderr.removeprefix("\n  stderr: '").removesuffix("'")
+        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+        key = next((line for line in lines if line.startswith(("fatal:", "error:"))), lines[0] if lines else "")
+        sub = exc.command[1] if len(exc.command) > 1 else exc.command[0]
+        return f"git {sub} failed (exit {exc.status})" + (f": {key}" if key else "")
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
+
+
+@contextmanager
+def _git_errors(what: str) -> Iterator[None]:
+    try:
+        yield
+    except ANY_GIT_ERROR as exc:
+        raise WorkspaceError(f"{what}: {_one_line(exc)}") from exc
+
+
+def _single_line(value: str) -> str:
+    return " ".join(value.split())
+
+
+def _parse_trailers(message: str) -> dict[str, str] | None:
+    """The ``Key: value`` lines of the message's last paragraph, or None if it has none."""
+    paragraphs = message.strip().split("\n\n")
+    if len(paragraphs) < 2:
+        return None
+    trailers = {}
+    for line in paragraphs[-1].splitlines():
+        match = _TRAILER_LINE.match(line)
+        if match is None:
+            return None
+        trailers[match.group(1)] = match.group(2).strip()
+    return trailers
+
+
+class Workspace:
+    """A git working tree under ``root``; construct with ``Workspace.open``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._repo: git.Repo | None = None
+
+    @classmethod
+    def open(cls, root: Path) -> Workspace:
+        """Open the workspace at ``root``, creating the repository (with an initial empty commit) if missing."""
+        root = Path(root)
+        with _git_errors(f"cannot open workspace {root}"):
+            root.mkdir(parents=True, exist_ok=True)
+            repo = git.Repo(root) if (root / ".git").exists() else git.Repo.init(root)
+            for key, value in (("name", _USER_NAME), ("email", _USER_EMAIL)):
+                # Ask git itself so that global/system config and GIT_CONFIG_* env count.
+                try:
+                    repo.git.config("--get", f"user.{key}")
+                except GitCommandError:
+                    repo.git.config(f"user.{key}", value)
+            if not repo.head.is_valid():
+                repo.git.commit("--allow-empty", "--no-gpg-sign", "-m", "workspace: init")
+        workspace = cls(root)
+        workspace._repo = repo
+        return workspace
+
+    @property
+    def repo(self) -> git.Repo:
+        if self._repo is None:
+            with _git_errors(f"not a workspace: {self.root}"):
+                self._repo = git.Repo(self.root)
+        return self._repo
+
+    def checkout_run_branch(self, run_id: str) -> None:
+        """Check out ``run/<run_id>``, creating it from the current HEAD if it does not exist."""
+        branch = f"run/{run_id}"
+        with _git_errors(f"cannot check out {branch}"):
+            if branch in self.repo.heads:
+                self.repo.git.checkout(branch)
+            else:
+                self.repo.git.checkout("-b", branch)
+
+    def path(self, rel: str) -> Path:
+        """``root / rel``; refuses paths that leave the workspace or touch ``.git``."""
+        root = self.root.resolve()
+        target = (root / rel).resolve()
+        if target == root or not target.is_relative_to(root) or target.relative_to(root).parts[0] == ".git":
+            raise WorkspaceError(f"path outside the workspace: {rel!r}")
+        return self.root / rel
+
+    def read(self, rel: str) -> str | None:
+        """The file's UTF-8 text, or None if it does not exist."""
+        target = self.path(rel)
+        return target.read_bytes().decode("utf-8") if target.is_file() else None
+
+    def write(self, rel: str, text: str) -> None:
+        """Write ``text`` as UTF-8 (newlines untranslated), creating parent directories."""
+        target = self.path(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(text.encode("utf-8"))
+
+    def copy_in(self, src: Path, rel: str) -> None:
+        """Copy the file ``src`` byte for byte (and its permission bits) to ``rel``."""
+        target = self.path(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src, target)
+
+    def commit(
+        self, paths: list[str], *, node: str, attempt: int, outcome: str, tokens: int, body: str = ""
+    ) -> str | None:
+        """Stage ``paths`` (added, modified or deleted) and commit them as one attempt.
+
+        Returns the new commit's sha, or None when the paths hold no change.
+        """
+        node, outcome = _single_line(node), _single_line(outcome)
+        trailers = f"Node: {node}\nAttempt: {attempt}\nOutcome: {outcome}\nTokens: {tokens}\n"
+        paragraphs = [f"{node} attempt {attempt}: {outcome}", body.strip("\n"), trailers]
+        message = "\n\n".join(p for p in paragraphs if p.strip())
+        for rel in paths:
+            self.path(rel)
+        if not paths:
+            return None
+        with _git_errors(f"cannot commit {node} attempt {attempt}"):
+            self.repo.git.add("--all", "--", *paths)
+            if not self.repo.is_dirty(index=True, working_tree=False, untracked_files=False):
+                return None
+            # verbatim: keep the message byte for byte (no whitespace or comment cleanup).
+            self.repo.git.commit("--cleanup=verbatim", "--no-gpg-sign", "-m", message)
+            return self.repo.head.commit.hexsha
+
+    def history(self, branch: str | None = None) -> list[Attempt]:
+        """The attempt commits on ``branch`` (default: the current one), oldest first."""
+        rev = branch or "HEAD"
+        with _git_errors(f"cannot read history of {rev}"):
+            attempts = []
+            for commit in self.repo.iter_commits(rev, reverse=True):
+                message = commit.message if isinstance(commit.message, str) else commit.message.decode(errors="replace")
+                trailers = _parse_trailers(message)
+                if trailers is None or not all(k in trailers for k in _TRAILER_KEYS):
+                    continue
+                try:
+                    attempt, tokens = int(trailers["Attempt"]), int(trailers["Tokens"])
+                except ValueError:
+                    continue
+                attempts.append(
+                    Attempt(
+                        sha=commit.hexsha,
+                        node=trailers["Node"],
+                        attempt=attempt,
+                        outcome=trailers["Outcome"],
+                        tokens=tokens,
+                        files=sorted(str(f) for f in commit.stats.files),
+                        message=message,
+                        when=commit.committed_datetime.isoformat(),
+                    )
+                )
+            return attempts
+
+    def head_sha(self) -> str:
+        with _git_errors("cannot resolve HEAD"):
+            return self.repo.head.commit.hexsha
+
+    def current_branch(self) -> str:
+        """The checked-out branch's name ("HEAD" when detached)."""
+        with _git_errors("cannot resolve the current branch"):
+            return self.repo.git.rev_parse("--abbrev-ref", "HEAD")
