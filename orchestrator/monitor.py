@@ -58,7 +58,7 @@ KINDS = ("start", "train", "eval", "done")
 EVIDENCE_LIMIT = 2000
 
 _TIMESTAMP = "%Y-%m-%dT%H:%M:%S"
-_LINE = re.compile(r"^(?:(?P<time>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}) )?(?P<kind>start|train|eval|done)"
+_LINE = re.compile(r"^(?:(?P<time>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}) )?(?P<kind>" + "|".join(KINDS) + ")"
                    r"(?P<fields>(?: [A-Za-z_]\w*=\S*)+)$")
 # exactly what `{:.6g}` and str(int) print; float() alone would also take "1_000" or "infinity"
 _NUMBER = re.compile(r"^[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|nan|inf)$", re.IGNORECASE)
