@@ -1,29 +1,143 @@
-"""Command line: `python -m orchestrator COMMAND`.
+"""Command line: `python -m orchestrator COMMAND --help`.
 
-Exit codes: 0 success, 1 the run ended failed or blocked, 2 bad input (missing file, key, argument).
+Exit codes: 0 the run finished (done); 1 it ended blocked or failed; 2 bad input (missing source of
+truth, missing API key, unknown run or node); 3 stopped by the cost/token cap (resume with a higher
+cap); 130 interrupted (resume continues).
 """
 
 from __future__ import annotations
 
 import shutil
 import sys
+import time
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from orchestrator.execution import execute
-from orchestrator.tiny_model import build_tiny_model
+from orchestrator.runner import (RunOutcome, SetupError, list_runs, resume_run, run_summary,
+                                 start_run)
+from orchestrator.state import Limits
+from orchestrator.workspace import Workspace, WorkspaceError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
-console = Console()
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Turn a game, a GRPO config and a GRPO template into a running, monitored training job.")
+console = Console(width=None if sys.stdout.isatty() else 200)  # full tables in logs and pipes
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
+
+RootOption = typer.Option(Path("."), "--project-root", help="folder holding source_of_truth/, workspace/, runs/")
 
 
 @app.callback()
 def _root() -> None:
     """Turn a game, a GRPO config and a GRPO template into a running, monitored training job."""
+
+
+def _print_event(line: str) -> None:
+    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {line}")
+
+
+def _finish(outcome: RunOutcome) -> None:
+    colour = {"done": "green", "budget": "yellow"}.get(outcome.status, "red")
+    console.print(f"[bold {colour}]{outcome.status}[/] run {outcome.run_id}: {outcome.reason or 'finished'}")
+    console.print(f"  history: python -m orchestrator history {outcome.run_id}   "
+                  f"status: python -m orchestrator status {outcome.run_id}")
+    raise typer.Exit(outcome.exit_code)
+
+
+def _bad_input(message: str) -> None:
+    console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(2)
+
+
+@app.command()
+def run(
+    llm: str = typer.Option("anthropic", help="anthropic, anthropic:MODEL or replay:TRANSCRIPT.json"),
+    source_of_truth: Optional[Path] = typer.Option(None, help="default: PROJECT_ROOT/source_of_truth"),
+    max_cost: Optional[float] = typer.Option(None, help="USD cap; the run stops cleanly at a node boundary"),
+    max_tokens: Optional[int] = typer.Option(None, help="token cap; the run stops cleanly at a node boundary"),
+    max_attempts: int = typer.Option(5, help="fix attempts per failing check before the run is blocked"),
+    run_id: Optional[str] = typer.Option(None, help="default: a new time-stamped id"),
+    project_root: Path = RootOption,
+) -> None:
+    """The whole pipeline, Step 0 to the end."""
+    limits = Limits(max_cost_usd=max_cost, max_tokens=max_tokens, max_attempts_per_check=max_attempts)
+    try:
+        outcome = start_run(project_root, llm=llm, source_of_truth=source_of_truth, limits=limits, run_id=run_id,
+                            on_event=_print_event)
+    except (SetupError, WorkspaceError) as exc:
+        _bad_input(str(exc))
+    _finish(outcome)
+
+
+@app.command()
+def resume(
+    run_id: str = typer.Argument(..., help="the run to continue"),
+    from_node: Optional[str] = typer.Option(None, "--from", help="re-enter at this node, from the latest state before it"),
+    max_cost: Optional[float] = typer.Option(None, help="a new USD cap"),
+    max_tokens: Optional[int] = typer.Option(None, help="a new token cap"),
+    llm: Optional[str] = typer.Option(None, help="switch the LLM backend"),
+    project_root: Path = RootOption,
+) -> None:
+    """Continue a run from its checkpoint (after a crash, a cap, or from a chosen node)."""
+    try:
+        outcome = resume_run(project_root, run_id, from_node=from_node, max_cost_usd=max_cost, max_tokens=max_tokens,
+                             llm=llm, on_event=_print_event)
+    except (SetupError, WorkspaceError) as exc:
+        _bad_input(str(exc))
+    _finish(outcome)
+
+
+@app.command()
+def history(run_id: str = typer.Argument(...), project_root: Path = RootOption) -> None:
+    """Every attempt of a run, read from the workspace's git history."""
+    try:
+        attempts = Workspace(project_root / "workspace").history(branch=f"run/{run_id}")
+    except WorkspaceError as exc:
+        _bad_input(str(exc))
+    table = Table(title=f"run {run_id}: {len(attempts)} attempts")
+    for column in ("commit", "node", "attempt", "outcome", "files", "tokens", "when"):
+        table.add_column(column)
+    for a in attempts:
+        table.add_row(a.sha[:10], a.node, str(a.attempt), a.outcome, ", ".join(a.files), str(a.tokens), a.when)
+    console.print(table)
+
+
+@app.command()
+def status(run_id: Optional[str] = typer.Argument(None, help="default: the latest run"),
+           project_root: Path = RootOption) -> None:
+    """Where a run stands: status, next node, tokens and cost, last error."""
+    runs = list_runs(project_root)
+    if run_id is None:
+        if not runs:
+            _bad_input(f"no runs under {project_root / 'runs'}")
+        run_id = runs[-1].run_id
+    try:
+        info = run_summary(project_root, run_id)
+    except SetupError as exc:
+        _bad_input(str(exc))
+    console.print(f"run {info['run_id']}: [bold]{info['status']}[/] {info['reason']}")
+    console.print(f"  llm {info['llm']}; next node: {', '.join(info['next']) or '-'}; attempts {info['attempts']}; "
+                  f"skipped: {', '.join(info['skipped']) or '-'}")
+    console.print(f"  spent {info['tokens']} tokens, ${info['cost_usd']:.4f}; limits {info['limits']}")
+    for node, row in info["ledger"].items():
+        console.print(f"    {node}: {int(row.get('calls', 0))} calls, {int(row.get('tokens', 0))} tokens, "
+                      f"${row.get('cost_usd', 0.0):.4f}")
+    if info["last_error"]:
+        console.print(f"  last error: {info['last_error']}")
+
+
+@app.command("list")
+def list_command(project_root: Path = RootOption) -> None:
+    """All runs, oldest first."""
+    table = Table()
+    for column in ("run", "status", "llm", "created", "reason"):
+        table.add_column(column)
+    for s in list_runs(project_root):
+        table.add_row(s.run_id, s.status, s.llm, s.created, s.exit_reason)
+    console.print(table)
 
 
 @app.command()
@@ -35,6 +149,8 @@ def demo(runs_dir: Path = typer.Option(PROJECT_ROOT / "runs", help="where the de
     for src in [*(PROJECT_ROOT / "source_of_truth").glob("*.py"),
                 *(PROJECT_ROOT / "tests" / "fixtures" / "reference_generated").iterdir()]:
         shutil.copy2(src, folder / src.name)
+    from orchestrator.tiny_model import build_tiny_model  # torch and transformers: only when needed
+
     model = build_tiny_model(PROJECT_ROOT / "models" / "tiny-qwen3")
     console.print(f"[bold]training[/] the reference files in {folder} on the tiny model {model}")
     result = execute(["bash", "launch_training.sh", "--model_name", str(model), "--episodes", "4", "--group_size", "2",

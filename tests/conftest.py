@@ -42,3 +42,36 @@ def reference_train():
     import train
 
     return train
+
+
+GENERATION_STEPS = {
+    "generate_helpers": ("helpers.py", "helper_readme.md"),
+    "generate_prompts": ("prompt_template.py",),
+    "generate_train": ("train.py",),
+    "generate_launch": ("launch_training.sh",),
+}
+
+
+def file_answer(*names: str, folder: Path = REFERENCE) -> str:
+    """An LLM answer in the whole-file format, with the reference files' contents."""
+    return "\n".join(f"FILE: {name}\n````\n{(folder / name).read_text()}````\n" for name in names)
+
+
+def reference_replies(steps=tuple(GENERATION_STEPS)) -> list[dict]:
+    return [{"tag": step, "text": file_answer(*GENERATION_STEPS[step]),
+             "usage": {"input_tokens": 4000, "output_tokens": 1000}} for step in steps]
+
+
+def write_transcript(path: Path, replies: list[dict]) -> str:
+    import json
+
+    path.write_text(json.dumps({"replies": replies}))
+    return f"replay:{path}"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project root holding only source_of_truth/, as a researcher would start."""
+    root = tmp_path / "project"
+    shutil.copytree(SOURCE_OF_TRUTH, root / "source_of_truth", ignore=shutil.ignore_patterns("__pycache__"))
+    return root

@@ -9,6 +9,8 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
+from messages_api import USAGE, error_json, message_json, sse, stream_events
+
 from orchestrator.llm import (
     AnthropicLLM,
     LLMError,
@@ -20,49 +22,7 @@ from orchestrator.llm import (
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PATH = "/v1/messages"
-USAGE = {
-    "input_tokens": 120,
-    "output_tokens": 30,
-    "cache_creation_input_tokens": 2000,
-    "cache_read_input_tokens": 5000,
-}
 USER = [{"role": "user", "content": "write the file"}]
-
-
-def message_json(text: str = "hello", usage: dict | None = None) -> dict:
-    return {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-4-6",
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": usage or {"input_tokens": 10, "output_tokens": 5},
-    }
-
-
-def error_json(kind: str, message: str) -> dict:
-    return {"type": "error", "error": {"type": kind, "message": message}}
-
-
-def sse(*events: dict) -> str:
-    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
-
-
-def stream_events(chunks: list[str]) -> list[dict]:
-    start = {**message_json(), "content": [], "stop_reason": None, "usage": {**USAGE, "output_tokens": 1}}
-    return [
-        {"type": "message_start", "message": start},
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-        *(
-            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": chunk}}
-            for chunk in chunks
-        ),
-        {"type": "content_block_stop", "index": 0},
-        {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 30}},
-        {"type": "message_stop"},
-    ]
 
 
 def respond_sse(httpserver: HTTPServer, body: str, request_id: str = "req_stream") -> None:

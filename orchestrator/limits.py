@@ -1,0 +1,30 @@
+"""Named exits: the one place where limits are checked.
+
+A node that is about to spend tokens calls `ensure_budget` first. Exceeding a cap raises
+`BudgetExceeded` before any work starts, so the checkpoint still points at that node and
+`resume --max-cost/--max-tokens` re-enters it without re-paying for finished nodes.
+"""
+
+from __future__ import annotations
+
+from orchestrator.state import Limits, RunState, spent
+
+
+class RunStopped(Exception):
+    """Ends a run early with a status and a one-line reason."""
+
+    status = "failed"
+
+
+class BudgetExceeded(RunStopped):
+    status = "budget"
+
+
+def ensure_budget(state: RunState, limits: Limits, node: str) -> None:
+    tokens, cost = spent(state)
+    if limits.max_cost_usd is not None and cost >= limits.max_cost_usd:
+        raise BudgetExceeded(f"cost cap reached before {node}: ${cost:.4f} spent of ${limits.max_cost_usd:.4f}; "
+                             f"raise it with `resume RUN --max-cost X`")
+    if limits.max_tokens is not None and tokens >= limits.max_tokens:
+        raise BudgetExceeded(f"token cap reached before {node}: {tokens} spent of {limits.max_tokens}; "
+                             f"raise it with `resume RUN --max-tokens N`")

@@ -1,0 +1,121 @@
+"""Steps 1-4: each generate node asks the LLM for whole files, writes them, commits the attempt.
+
+A step whose outputs already exist and pass their guards is skipped: no tokens are spent (re-runs).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable
+
+from langgraph.runtime import Runtime
+
+from orchestrator.actionlog import Event
+from orchestrator.asking import ask
+from orchestrator.edits import WHOLE_FILE_FORMAT, parse_files
+from orchestrator.guards import check_folder
+from orchestrator.limits import ensure_budget
+from orchestrator.probe import ProbeResult, probe
+from orchestrator.prompts import file_blocks, render
+from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
+
+
+@dataclass(frozen=True)
+class Step:
+    node: str
+    outputs: tuple[str, ...]
+    inputs: tuple[str, ...]
+    reason: str
+    max_tokens: int = 16000
+
+
+STEPS = (
+    Step("generate_helpers", ("helpers.py", "helper_readme.md"), ("env_move.py",),
+         "Step 1: helpers.py and helper_readme.md from the game"),
+    Step("generate_prompts", ("prompt_template.py",), ("helpers.py", "helper_readme.md"),
+         "Step 2: prompt_template.py from the helpers and their readme"),
+    Step("generate_train", ("train.py",),
+         ("env_move.py", "grpo_config.py", "grpo_template.py", "helpers.py", "helper_readme.md", "prompt_template.py"),
+         "Step 3: train.py, the template with its CUSTOMIZE holes filled", max_tokens=32000),
+    Step("generate_launch", ("launch_training.sh",), ("grpo_config.py",),
+         "Step 4: launch_training.sh from a probe of this machine's GPUs and SLURM"),
+)
+
+
+def outputs_pass(ctx: RunContext, step: Step) -> bool:
+    if any(ctx.workspace.read(f"{GENERATED_DIR}/{name}") is None for name in step.outputs):
+        return False
+    return not check_folder(ctx.generated, ctx.source_of_truth, only=step.outputs)
+
+
+def parse_outputs(step: Step) -> Callable[[str], dict[str, str]]:
+    def parse(text: str) -> dict[str, str]:
+        files = {block.path.rsplit("/", 1)[-1]: block.content for block in parse_files(text)}
+        missing = [name for name in step.outputs if name not in files]
+        if missing:
+            raise ValueError(f"the answer must contain {', '.join(step.outputs)}; missing {', '.join(missing)}")
+        return {name: files[name] for name in step.outputs}
+    return parse
+
+
+def run_probe(ctx: RunContext) -> ProbeResult:
+    result = probe()
+    ctx.run_dir.mkdir(parents=True, exist_ok=True)
+    (ctx.run_dir / "probe.json").write_text(json.dumps(result.to_dict(), indent=2))
+    return result
+
+
+def generate(state: RunState, ctx: RunContext, step: Step) -> dict:
+    update: dict = {}
+    variables = {"file_format": WHOLE_FILE_FORMAT}
+    if step.node == "generate_launch":
+        machine = run_probe(ctx)
+        update["probe"] = machine.to_dict()
+        variables["probe_summary"] = machine.summary()
+    if outputs_pass(ctx, step):
+        _record_skip(ctx, step)
+        return {**update, "skipped": [step.node]}
+
+    ensure_budget(state, ctx.limits, step.node)
+    attempt = attempt_count(state, step.node) + 1
+    inputs = {name: ctx.workspace.read(f"{GENERATED_DIR}/{name}") or "" for name in step.inputs}
+    ctx.on_event(f"{step.node}: asking the LLM ({step.reason})")
+    answer = ask(ctx.llm, [{"role": "user", "content": render(step.node, ctx.prompts_dir, **variables)}],
+                 parse_outputs(step), system=render("system", ctx.prompts_dir), tag=step.node,
+                 cache_prefix=file_blocks(inputs), max_tokens=step.max_tokens)
+    row = answer.ledger_row()
+    tokens = int(row["tokens"])
+    if answer.parsed is None:
+        reason = f"{step.node}: the LLM's answer stayed malformed after a re-ask: {answer.error}"
+        ctx.log.record(Event(ctx.run_id, step.node, "llm_generate", step.reason, f"blocked: {answer.error}",
+                             tokens=tokens, cost_usd=answer.cost_usd))
+        return {**update, "ledger": {step.node: row}, "status": "blocked", "exit_reason": reason,
+                "attempts": [{"node": step.node, "attempt": attempt, "outcome": "malformed", "sha": None,
+                              "tokens": tokens, "cost_usd": answer.cost_usd}]}
+    paths = []
+    for name, text in answer.parsed.items():
+        ctx.workspace.write(f"{GENERATED_DIR}/{name}", text)
+        paths.append(f"{GENERATED_DIR}/{name}")
+    sha = ctx.workspace.commit(paths, node=step.node, attempt=attempt, outcome="generated", tokens=tokens,
+                               body=f"{step.reason}\nLLM calls: {answer.calls}, cost ${answer.cost_usd:.4f}")
+    ctx.log.record(Event(ctx.run_id, step.node, "llm_generate", step.reason,
+                         f"wrote {', '.join(step.outputs)}; commit {sha}", tokens=tokens, cost_usd=answer.cost_usd,
+                         extra={"sha": sha, "request_ids": answer.request_ids, "calls": answer.calls}))
+    ctx.on_event(f"{step.node}: wrote {', '.join(step.outputs)} ({tokens} tokens, ${answer.cost_usd:.4f})")
+    return {**update, "ledger": {step.node: row},
+            "attempts": [{"node": step.node, "attempt": attempt, "outcome": "generated", "sha": sha,
+                          "tokens": tokens, "cost_usd": answer.cost_usd}]}
+
+
+def _record_skip(ctx: RunContext, step: Step) -> None:
+    ctx.log.record(Event(ctx.run_id, step.node, "skip", step.reason,
+                         f"skipped: {', '.join(step.outputs)} already exist and pass their checks (0 tokens)"))
+    ctx.on_event(f"{step.node}: skipped, outputs exist and pass their checks")
+
+
+def make_node(step: Step) -> Callable[[RunState, Runtime[RunContext]], dict]:
+    def node(state: RunState, runtime: Runtime[RunContext]) -> dict:
+        return generate(state, runtime.context, step)
+    node.__name__ = step.node
+    return node

@@ -1,0 +1,79 @@
+"""What a run remembers (RunState, checkpointed) and what it is given (RunContext, rebuilt per process).
+
+RunState is what LangGraph saves in `runs/RUN_ID/checkpoints.sqlite` after every node: the token and
+cost ledger, every attempt with its commit, the probe, the evidence a failing check left for `fix`.
+Nodes return partial dicts; only the fields that grow have reducers.
+
+RunContext holds what cannot or should not be checkpointed: the LLM client, the workspace, the
+action log, and the limits. `resume` rebuilds it, so a cap can be raised without touching history.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Callable, TypedDict
+
+from orchestrator.actionlog import ActionLog
+from orchestrator.llm import LLM
+from orchestrator.workspace import Workspace
+
+GENERATED_DIR = "generated"
+SOURCE_FILES = ("env_move.py", "grpo_config.py", "grpo_template.py")
+
+
+def merge_ledger(left: dict[str, dict[str, float]], right: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Per-node spend: numbers add up."""
+    merged = {node: dict(row) for node, row in (left or {}).items()}
+    for node, row in (right or {}).items():
+        into = merged.setdefault(node, {})
+        for key, value in row.items():
+            into[key] = into.get(key, 0) + value
+    return merged
+
+
+class RunState(TypedDict, total=False):
+    run_id: str
+    status: str  # running | done | blocked | budget | failed
+    exit_reason: str  # one line: why the run stopped
+    probe: dict[str, Any]  # ProbeResult.to_dict()
+    ledger: Annotated[dict[str, dict[str, float]], merge_ledger]  # node -> calls, tokens, cost_usd, ...
+    attempts: Annotated[list[dict[str, Any]], operator.add]  # node, attempt, outcome, sha, tokens, cost_usd
+    skipped: Annotated[list[str], operator.add]  # nodes whose outputs existed and passed their checks
+    evidence: dict[str, Any] | None  # the last failing check's evidence, for fix
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_cost_usd: float | None = None  # stop at a node boundary once spent
+    max_tokens: int | None = None
+    max_attempts_per_check: int = 5  # fix attempts per failing check before the run is blocked
+
+
+@dataclass
+class RunContext:
+    run_id: str
+    project_root: Path
+    source_of_truth: Path
+    run_dir: Path
+    workspace: Workspace
+    llm: LLM
+    log: ActionLog
+    limits: Limits = field(default_factory=Limits)
+    prompts_dir: Path | None = None
+    on_event: Callable[[str], None] = lambda line: None  # progress lines for the terminal
+
+    @property
+    def generated(self) -> Path:
+        return self.workspace.path(GENERATED_DIR)
+
+
+def spent(state: RunState) -> tuple[int, float]:
+    """(tokens, USD) spent so far in this run, from the ledger."""
+    rows = (state.get("ledger") or {}).values()
+    return int(sum(r.get("tokens", 0) for r in rows)), float(sum(r.get("cost_usd", 0.0) for r in rows))
+
+
+def attempt_count(state: RunState, node: str) -> int:
+    return sum(1 for a in state.get("attempts") or [] if a["node"] == node)

@@ -1,0 +1,171 @@
+"""The graph through Steps 0-4: files, commits with trailers, claude.logs, re-runs, budget, resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import git
+import pytest
+from conftest import GENERATION_STEPS, file_answer, reference_replies, write_transcript
+from messages_api import sse, stream_events
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+from orchestrator.graph import build_graph
+from orchestrator.runner import SetupError, resume_run, start_run
+from orchestrator.state import Limits
+
+GENERATED = ["helpers.py", "helper_readme.md", "prompt_template.py", "train.py", "launch_training.sh"]
+
+
+def nodes_in_log(project: Path) -> set[str]:
+    return {line.split(" node=")[1].split()[0] for line in (project / "claude.logs").read_text().splitlines()
+            if " node=" in line}
+
+
+def test_run_writes_the_five_files_and_commits_each_attempt(project: Path, tmp_path: Path):
+    outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
+    assert outcome.status == "done"
+    generated = project / "workspace" / "generated"
+    for name in GENERATED:
+        assert (generated / name).read_text() == (Path(__file__).parent / "fixtures/reference_generated" / name).read_text()
+    repo = git.Repo(project / "workspace")
+    assert repo.active_branch.name == "run/r1"
+    messages = [c.message for c in repo.iter_commits("run/r1")][::-1]
+    assert messages[0] == "workspace: init\n"
+    for node, message in zip(["setup", *GENERATION_STEPS], messages[1:]):
+        assert message.startswith(f"{node} attempt 1:")
+        assert f"Node: {node}\nAttempt: 1\nOutcome: " in message and "\nTokens: " in message
+    assert nodes_in_log(project) >= {"run", "setup", *GENERATION_STEPS, "finish"}
+    assert (project / "runs/r1/events.jsonl").exists() and (project / "runs/r1/report.md").exists()
+
+
+def test_attempt_records_point_at_their_commits(project: Path, tmp_path: Path):
+    outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
+    repo = git.Repo(project / "workspace")
+    for attempt in outcome.state["attempts"]:
+        commit = repo.commit(attempt["sha"])
+        assert commit.message.startswith(f"{attempt['node']} attempt {attempt['attempt']}")
+    events = [json.loads(line) for line in (project / "runs/r1/events.jsonl").read_text().splitlines()]
+    logged = {e["extra"]["sha"] for e in events if e["action"] == "llm_generate"}
+    assert logged == {a["sha"] for a in outcome.state["attempts"] if a["node"] != "setup"}
+
+
+def test_second_run_over_a_complete_workspace_spends_no_llm_call(project: Path, tmp_path: Path):
+    start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
+    outcome = start_run(project, llm=write_transcript(tmp_path / "empty.json", []), run_id="r2")
+    assert outcome.status == "done"
+    assert outcome.state["skipped"] == list(GENERATION_STEPS)
+    assert outcome.state.get("ledger", {}) == {}
+    assert "skipped: helpers.py, helper_readme.md already exist and pass their checks (0 tokens)" in \
+        (project / "claude.logs").read_text()
+
+
+def test_a_malformed_answer_is_fed_back_once(project: Path, tmp_path: Path):
+    replies = reference_replies()
+    replies.insert(1, {"tag": "generate_prompts", "text": "Sure! Here is the file you asked for.",
+                       "usage": {"input_tokens": 10, "output_tokens": 10}})
+    outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", replies), run_id="r1")
+    assert outcome.status == "done"
+    assert outcome.state["ledger"]["generate_prompts"]["calls"] == 2
+
+
+def test_an_answer_malformed_twice_blocks_the_run_with_a_report(project: Path, tmp_path: Path):
+    bad = {"tag": "generate_helpers", "text": "no files here", "usage": {"input_tokens": 1, "output_tokens": 1}}
+    outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", [bad, bad]), run_id="r1")
+    assert outcome.status == "blocked"
+    assert "malformed" in outcome.reason
+    assert "blocked" in (project / "runs/r1/report.md").read_text()
+
+
+def test_budget_stops_at_a_node_boundary_and_resume_with_a_higher_cap_continues(project: Path, tmp_path: Path):
+    first = write_transcript(tmp_path / "first.json", reference_replies()[:1])
+    outcome = start_run(project, llm=first, run_id="r1", limits=Limits(max_cost_usd=0.001))
+    assert outcome.status == "budget" and "generate_prompts" in outcome.reason
+    assert not (project / "workspace/generated/prompt_template.py").exists()
+    # the rest of the transcript starts at generate_prompts: a redone generate_helpers would be out of step
+    rest = write_transcript(tmp_path / "rest.json", reference_replies()[1:])
+    resumed = resume_run(project, "r1", max_cost_usd=10.0, llm=rest)
+    assert resumed.status == "done"
+    assert resumed.state["ledger"]["generate_helpers"]["calls"] == 1
+
+
+def test_resume_from_a_node_redoes_only_that_node_and_what_follows(project: Path, tmp_path: Path):
+    start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
+    (project / "workspace/generated/train.py").unlink()  # so the step does not skip
+    again = write_transcript(tmp_path / "again.json", reference_replies(("generate_train",)))
+    outcome = resume_run(project, "r1", from_node="generate_train", llm=again)
+    assert outcome.status == "done"
+    assert outcome.state["ledger"]["generate_train"]["calls"] == 2
+    assert outcome.state["ledger"]["generate_helpers"]["calls"] == 1
+    assert "generate_launch" in outcome.state["skipped"]
+
+
+def test_resume_from_an_unknown_node_is_a_clear_error(project: Path, tmp_path: Path):
+    start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
+    with pytest.raises(SetupError, match="never reached node 'nope'"):
+        resume_run(project, "r1", from_node="nope")
+
+
+def test_missing_source_of_truth_file_is_one_clear_line(project: Path):
+    (project / "source_of_truth/grpo_template.py").unlink()
+    result = subprocess.run([sys.executable, "-m", "orchestrator", "run", "--llm", "replay:x.json",
+                             "--project-root", str(project)], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "grpo_template.py missing" in result.stdout
+    assert not (project / "runs").exists() and not (project / "workspace").exists()
+
+
+def test_missing_api_key_says_how_to_set_it_and_writes_nothing(project: Path):
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    result = subprocess.run([sys.executable, "-m", "orchestrator", "run", "--project-root", str(project)],
+                            capture_output=True, text=True, env=env)
+    assert result.returncode == 2
+    assert "ANTHROPIC_API_KEY is not set" in result.stdout and "demo" in result.stdout
+    assert not (project / "runs").exists()
+
+
+def _answer_stream(request: Request) -> str:
+    tag = json.loads(request.data)["messages"][0]["content"][-1]["text"].split(":", 1)[0]
+    step = {"Step 1": "generate_helpers", "Step 2": "generate_prompts", "Step 3": "generate_train",
+            "Step 4": "generate_launch"}[tag]
+    return sse(*stream_events([file_answer(*GENERATION_STEPS[step])]))
+
+
+def test_resume_after_the_process_is_killed_mid_run(project: Path, httpserver: HTTPServer):
+    """A real SIGKILL while generate_train waits for the API; resume redoes only generate_train onwards."""
+    requests: list[str] = []
+    child: dict[str, subprocess.Popen] = {}
+
+    def handler(request: Request) -> Response:
+        body = _answer_stream(request)
+        requests.append(body)
+        if len(requests) == 3:
+            child["proc"].send_signal(signal.SIGKILL)
+            child["proc"].wait()
+        return Response(body, content_type="text/event-stream")
+
+    httpserver.expect_request("/v1/messages", method="POST").respond_with_handler(handler)
+    env = {**os.environ, "ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": httpserver.url_for("")}
+    command = [sys.executable, "-m", "orchestrator", "run", "--run-id", "r1", "--project-root", str(project)]
+    child["proc"] = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert child["proc"].wait(timeout=120) == -signal.SIGKILL
+    assert not (project / "workspace/generated/train.py").exists()
+
+    resumed = subprocess.run([sys.executable, "-m", "orchestrator", "resume", "r1", "--project-root", str(project)],
+                             env=env, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert len(requests) == 5  # helpers, prompts, train (killed), then train again and launch
+    history = subprocess.run([sys.executable, "-m", "orchestrator", "history", "r1", "--project-root", str(project)],
+                             capture_output=True, text=True).stdout
+    assert history.count("generate_helpers") == 1 and history.count("generate_train") == 1
+
+
+def test_graph_shape_is_stable():
+    mermaid = build_graph().get_graph().draw_mermaid()
+    for edge in ("__start__ --> setup", "generate_launch -.-> finish", "finish --> __end__"):
+        assert edge in mermaid, mermaid
+    assert mermaid.count("-.-> finish") == 5
