@@ -39,7 +39,7 @@ class GRPOConfig:
     max_action_tokens: int = 48  # new-token cap for the action stage of a turn
     temperature: float = 1.0  # sampling temperature for both stages
     top_p: float = 1.0  # nucleus sampling threshold for both stages
-    rollout_engine: str = "hf"  # rollout engine: "hf" (batched transformers generate)
+    rollout_engine: str = "hf"  # "hf" (batched transformers generate) or "static" (static KV cache decode loop)
     invalid_action_penalty: float = -0.1  # reward added for each unparseable or invalid action
 
     # --- optimisation ---

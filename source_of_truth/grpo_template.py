@@ -55,7 +55,7 @@ from typing import Any, Protocol
 
 import torch
 from accelerate import Accelerator
-from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
+from transformers import AutoModelForCausalLM, AutoTokenizer, StaticCache, get_scheduler
 
 from grpo_config import GRPOConfig
 
@@ -124,7 +124,7 @@ ADVANTAGE_EPS = 1e-4
 ACTION_ERRORS = (ValueError, KeyError, TypeError)
 
 
-# ---------------------------------------------------------------- rollout engine
+# ---------------------------------------------------------------- rollout engines
 @dataclass
 class Completion:
     ids: list[int]  # generated token ids, ending with EOS unless truncated
@@ -133,6 +133,34 @@ class Completion:
 
 class RolloutEngine(Protocol):
     def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Completion]: ...
+
+
+def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Prompts -> (B, T) left-padded ids and (B, T) attention mask, on the CPU."""
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)  # (B, T)
+    attention_mask = torch.zeros_like(input_ids)
+    for row, prompt in enumerate(prompts):
+        input_ids[row, width - len(prompt):] = torch.tensor(prompt)
+        attention_mask[row, width - len(prompt):] = 1
+    return input_ids, attention_mask
+
+
+@contextlib.contextmanager
+def eval_mode(model: torch.nn.Module):
+    """Generate in eval mode: in train mode HF turns the KV cache off under gradient checkpointing."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def _trim_at_eos(ids: list[int], eos_id: int, max_new_tokens: int) -> Completion:
+    if eos_id in ids:
+        return Completion(ids[: ids.index(eos_id) + 1], truncated=False)
+    return Completion(ids[:max_new_tokens], truncated=True)
 
 
 class HFGenerateEngine:
@@ -145,34 +173,117 @@ class HFGenerateEngine:
     def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Completion]:
         device = next(self.model.parameters()).device
         pad_id, eos_id = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)  # (B, T) left-padded
-        attention_mask = torch.zeros_like(input_ids)
-        for row, prompt in enumerate(prompts):
-            input_ids[row, width - len(prompt):] = torch.tensor(prompt)
-            attention_mask[row, width - len(prompt):] = 1
+        input_ids, attention_mask = left_pad(prompts, pad_id)  # (B, T)
         sampling = self.config.temperature > 0
-        was_training = self.model.training
-        self.model.eval()
-        try:
+        with eval_mode(self.model):
             out = self.model.generate(
                 input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
                 max_new_tokens=max_new_tokens, do_sample=sampling, use_cache=True,
                 temperature=self.config.temperature if sampling else None,
                 top_p=self.config.top_p if sampling else None, top_k=0 if sampling else None,
                 pad_token_id=pad_id, eos_token_id=eos_id)
-        finally:
-            self.model.train(was_training)
+        width = input_ids.shape[1]
         return [_trim_at_eos(row.tolist(), eos_id, max_new_tokens) for row in out[:, width:].cpu()]
 
 
-def _trim_at_eos(ids: list[int], eos_id: int, max_new_tokens: int) -> Completion:
-    if eos_id in ids:
-        return Completion(ids[: ids.index(eos_id) + 1], truncated=False)
-    return Completion(ids[:max_new_tokens], truncated=True)
+# ------------------------------------------------ static-cache decode loop (pytorch-labs/gpt-fast style)
+ROW_BUCKET = 8  # batch rows rounded up to a multiple of this
+LENGTH_BUCKET = 256  # cache slots (prompt + new tokens) rounded up to a multiple of this
+EOS_CHECK_EVERY = 16  # decode steps between the host syncs that stop once every row has finished
 
 
-ROLLOUT_ENGINES = {"hf": HFGenerateEngine}
+def round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def sample_next(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """(B, V) logits -> (B,) next ids, on the device without a host sync; greedy at temperature 0."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)  # (B, V)
+    if top_p < 1.0:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)  # (B, V)
+        # nucleus: drop a token once the tokens ranked above it already hold top_p of the mass
+        sorted_probs = sorted_probs.masked_fill(sorted_probs.cumsum(dim=-1) - sorted_probs >= top_p, 0.0)
+        probs = torch.zeros_like(probs).scatter_(-1, order, sorted_probs)
+    # argmax(p / Exp(1)) is a draw from p without multinomial's sync; the clamp keeps 0 / 0 out
+    noise = torch.empty_like(probs).exponential_(1).clamp_(min=torch.finfo(probs.dtype).tiny)
+    return (probs / noise).argmax(dim=-1)
+
+
+def forward_and_sample(model: torch.nn.Module, cache: StaticCache, input_ids: torch.Tensor,
+                       position_ids: torch.Tensor, slot_mask: torch.Tensor, temperature: float,
+                       top_p: float) -> torch.Tensor:
+    """(B, T) ids at (B, T) positions -> (B,) next ids; writes T cache slots. `slot_mask` (B, L) is 0 on
+    the left padding; slots not yet written are hidden by causality, so one mask serves every step."""
+    assert input_ids.shape == position_ids.shape and slot_mask.shape[1] == cache.get_max_length()
+    logits = model(input_ids=input_ids, position_ids=position_ids, attention_mask=slot_mask,
+                   past_key_values=cache, use_cache=True, logits_to_keep=1).logits  # (B, 1, V)
+    return sample_next(logits[:, -1], temperature, top_p)
+
+
+class StaticCacheEngine:
+    """Prefill once, then one decode step per token over a preallocated StaticCache.
+
+    Caches are kept per (row bucket, length bucket) and reused, so on CUDA the compiled step's CUDA
+    graphs are replayed across calls instead of re-captured. Rows that emitted EOS keep emitting pad
+    and are trimmed afterwards; the host checks for "all finished" only every EOS_CHECK_EVERY steps.
+    """
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, config: GRPOConfig,
+                 compile_step: bool | None = None) -> None:
+        self.model, self.tokenizer, self.config = model, tokenizer, config
+        self.device = next(model.parameters()).device
+        if compile_step is None:
+            compile_step = self.device.type == "cuda"  # CPU has no CUDA graphs to gain; compiling is opt-in
+        # only the T = 1 step is compiled; prefill runs eager as its width changes every call
+        self.decode_one_token = (torch.compile(forward_and_sample, mode="reduce-overhead", fullgraph=True,
+                                               dynamic=False) if compile_step else forward_and_sample)
+        self.caches: dict[tuple[int, int], StaticCache] = {}
+        self.cache_allocations = 0
+
+    def cache_for(self, rows: int, length: int) -> StaticCache:
+        if (rows, length) not in self.caches:
+            # tensors are allocated lazily by the first prefill, with the model's dtype and device
+            self.caches[rows, length] = StaticCache(config=self.model.config, max_cache_len=length)
+            self.cache_allocations += 1
+        cache = self.caches[rows, length]
+        cache.reset()
+        return cache
+
+    @torch.no_grad()
+    def generate(self, prompts: list[list[int]], max_new_tokens: int) -> list[Completion]:
+        pad_id, eos_id = self.tokenizer.pad_token_id, self.tokenizer.eos_token_id
+        temperature, top_p = self.config.temperature, self.config.top_p
+        n, rows = len(prompts), round_up(len(prompts), ROW_BUCKET)
+        # filler rows repeat prompt 0 and start finished, so they never delay the early stop
+        input_ids, attention_mask = left_pad(prompts + [prompts[0]] * (rows - n), pad_id)  # (R, T)
+        width = input_ids.shape[1]
+        length = round_up(width + max_new_tokens, LENGTH_BUCKET)
+        slot_mask = torch.ones((rows, length), dtype=torch.bool)  # (R, L)
+        slot_mask[:, :width] = attention_mask.bool()
+        positions = (attention_mask.cumsum(dim=-1) - 1).clamp(min=0)  # (R, T), pads at 0 as in HF generate
+        input_ids, positions, slot_mask = (t.to(self.device) for t in (input_ids, positions, slot_mask))
+        out = torch.full((rows, max_new_tokens), pad_id, dtype=torch.long, device=self.device)  # (R, N)
+        finished = torch.arange(rows, device=self.device) >= n  # (R,)
+        position = positions[:, -1:]  # (R, 1)
+        with eval_mode(self.model):
+            cache = self.cache_for(rows, length)
+            token = forward_and_sample(self.model, cache, input_ids, positions, slot_mask, temperature, top_p)
+            for step in range(max_new_tokens):
+                token = token.masked_fill(finished, pad_id)  # (R,)
+                out[:, step] = token
+                finished |= token == eos_id
+                if step + 1 == max_new_tokens or (step % EOS_CHECK_EVERY == EOS_CHECK_EVERY - 1
+                                                  and bool(finished.all())):
+                    break
+                position = position + 1
+                token = self.decode_one_token(self.model, cache, token[:, None], position, slot_mask,
+                                              temperature, top_p)
+        return [_trim_at_eos(row.tolist(), eos_id, max_new_tokens) for row in out[:n].cpu()]
+
+
+ROLLOUT_ENGINES = {"hf": HFGenerateEngine, "static": StaticCacheEngine}
 
 
 def make_engine(model: torch.nn.Module, tokenizer: Any, config: GRPOConfig) -> RolloutEngine:

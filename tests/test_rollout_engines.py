@@ -1,0 +1,134 @@
+"""The template's rollout engines: the static-cache decode loop matches batched `generate`, and the benchmark runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from orchestrator.execution import execute
+from orchestrator.monitor import parse_log
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_NEW = 24
+
+
+@pytest.fixture(scope="module")
+def sharp_model(tiny_model_dir):
+    """The tiny model with weights scaled up: at init scale greedy decoding repeats one token forever."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() > 1:
+                param.mul_(8.0)
+    # as in training: train mode with gradient checkpointing; the engines must generate in eval mode
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model.train()
+
+
+@pytest.fixture(scope="module")
+def prompts() -> list[list[int]]:
+    gen = torch.Generator().manual_seed(0)
+    return [torch.randint(0, 1000, (n,), generator=gen).tolist() for n in (5, 17, 9, 30, 2)]
+
+
+def engines(train, model, eos_id: int, **config):
+    from grpo_config import GRPOConfig
+
+    tokenizer = SimpleNamespace(pad_token_id=1021, eos_token_id=eos_id)
+    config = GRPOConfig(model_name="tiny", **config)
+    return train.HFGenerateEngine(model, tokenizer, config), train.StaticCacheEngine(model, tokenizer, config)
+
+
+def test_greedy_static_matches_hf_generate_token_for_token(reference_train, sharp_model, prompts):
+    hf, static = engines(reference_train, sharp_model, eos_id=1024, temperature=0.0)  # 1024: never emitted
+    free_run = hf.generate(prompts, MAX_NEW)
+    assert len({tuple(c.ids) for c in free_run}) == len(prompts) and all(c.truncated for c in free_run)
+    assert static.generate(prompts, MAX_NEW) == free_run
+
+    # an EOS that greedy decoding emits at step 6 of row 1: that row stops early, the others run on
+    eos_id = free_run[1].ids[5]
+    hf, static = engines(reference_train, sharp_model, eos_id=eos_id, temperature=0.0)
+    expected = hf.generate(prompts, MAX_NEW)
+    assert expected[1].ids[-1] == eos_id and not expected[1].truncated and len(expected[1].ids) <= 6
+    assert any(c.truncated and len(c.ids) == MAX_NEW for c in expected)
+    assert static.generate(prompts, MAX_NEW) == expected
+    assert sharp_model.training  # eval mode only while generating
+
+
+def test_sampling_gives_valid_ids_within_budget(reference_train, sharp_model, prompts):
+    torch.manual_seed(0)
+    _, static = engines(reference_train, sharp_model, eos_id=1023, temperature=1.0, top_p=0.9)
+    completions = static.generate(prompts * 3, MAX_NEW)
+    assert len(completions) == 15
+    for c in completions:
+        assert 1 <= len(c.ids) <= MAX_NEW and all(0 <= i < sharp_model.config.vocab_size for i in c.ids)
+        assert c.truncated == (1023 not in c.ids)
+        assert c.truncated or (c.ids.index(1023) == len(c.ids) - 1)
+        assert not c.truncated or len(c.ids) == MAX_NEW
+    assert len({tuple(c.ids) for c in completions}) > 1
+
+
+def test_top_p_samples_only_from_the_nucleus(reference_train):
+    torch.manual_seed(0)
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    logits = probs.log().expand(4000, 4)  # (B, V)
+    ids = reference_train.sample_next(logits, temperature=1.0, top_p=0.7)
+    assert set(ids.tolist()) == {0, 1}  # 0.5 < 0.7 needs token 1; 0.8 >= 0.7 drops the rest
+    share = (ids == 0).float().mean().item()
+    assert share == pytest.approx(0.5 / 0.8, abs=0.03)
+    assert reference_train.sample_next(logits, temperature=0.0, top_p=0.7).eq(0).all()
+
+
+def test_static_cache_is_allocated_once_per_bucket(reference_train, sharp_model, prompts):
+    _, static = engines(reference_train, sharp_model, eos_id=1023, temperature=1.0)
+    static.generate(prompts, 8)
+    (cache,) = static.caches.values()
+    keys = cache.layers[0].keys.data_ptr()
+    static.generate(prompts[:3], 16)  # fewer rows and another width, same (row, length) bucket
+    assert static.cache_allocations == 1 and cache.layers[0].keys.data_ptr() == keys
+    static.generate(prompts * 2, 8)  # 10 rows: the next row bucket
+    assert static.cache_allocations == 2 and len(static.caches) == 2
+
+
+def test_make_engine_knows_the_static_engine(reference_train, sharp_model):
+    from grpo_config import GRPOConfig
+
+    engine = reference_train.make_engine(sharp_model, None, GRPOConfig(model_name="tiny", rollout_engine="static"))
+    assert isinstance(engine, reference_train.StaticCacheEngine)
+    with pytest.raises(ValueError, match="'hf', 'static'"):
+        reference_train.make_engine(sharp_model, None, GRPOConfig(model_name="tiny", rollout_engine="vllm"))
+
+
+def test_rollout_benchmark_runs_on_cpu():
+    args = ["--shape", "tiny", "--turns", "1", "--episodes", "2", "--agents", "2", "--prompt-len", "16",
+            "--think-tokens", "6", "--action-tokens", "3", "--naive-seqs", "2", "--update", "--micro-batch", "4"]
+    result = subprocess.run([sys.executable, "benchmarks/rollout_bench.py", *args], cwd=ROOT, capture_output=True,
+                            text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("device ") and "torch" in line for line in lines)
+    assert any(line.startswith("engine") and "gen tok/s" in line and "vs naive" in line for line in lines)
+    for engine in ("naive", "hf", "hf-static", "static"):
+        assert any(line.split()[:1] == [engine] and "GiB" in line for line in lines), engine
+    assert any(line.startswith("update ") and "s/update" in line for line in lines)
+
+
+def test_reference_train_runs_one_update_with_the_static_engine(tmp_path, tiny_model_dir):
+    from conftest import copy_generated_set
+
+    folder = copy_generated_set(tmp_path / "generated")
+    args = ["--model_name", str(tiny_model_dir), "--rollout_engine", "static", "--episodes", "2", "--group_size", "2",
+            "--max_env_steps", "1", "--max_thinking_tokens", "8", "--max_action_tokens", "8", "--eval_episodes", "2",
+            "--save_interval", "0", "--output_dir", "outputs"]
+    result = execute(["bash", "launch_training.sh", *args], folder, timeout_s=300, env={"PYTHON": sys.executable})
+    assert result.ok, result.stderr[-3000:]
+    records = parse_log((folder / "train.logs").read_text())
+    assert [r.kind for r in records] == ["start", "train", "eval", "done"]
+    assert records[1].values["num_tokens"] > 0
