@@ -17,8 +17,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from orchestrator.checks import RuntimeCheckSpec
 from orchestrator.execution import execute
-from orchestrator.runner import (RunOutcome, SetupError, list_runs, resume_run, run_summary,
+from orchestrator.runner import (RunOutcome, SetupError, check_source_of_truth, list_runs, resume_run, run_summary,
                                  start_run)
 from orchestrator.state import Limits
 from orchestrator.workspace import Workspace, WorkspaceError
@@ -59,14 +60,17 @@ def run(
     max_cost: Optional[float] = typer.Option(None, help="USD cap; the run stops cleanly at a node boundary"),
     max_tokens: Optional[int] = typer.Option(None, help="token cap; the run stops cleanly at a node boundary"),
     max_attempts: int = typer.Option(5, help="fix attempts per failing check before the run is blocked"),
+    check_model: str = typer.Option("", help="model for the runtime check; default: a tiny local random model"),
+    check_episodes: int = typer.Option(10, help="episodes of the runtime check's short training run"),
     run_id: Optional[str] = typer.Option(None, help="default: a new time-stamped id"),
     project_root: Path = RootOption,
 ) -> None:
     """The whole pipeline, Step 0 to the end."""
     limits = Limits(max_cost_usd=max_cost, max_tokens=max_tokens, max_attempts_per_check=max_attempts)
+    spec = RuntimeCheckSpec(model=check_model, real_model=bool(check_model), episodes=check_episodes)
     try:
-        outcome = start_run(project_root, llm=llm, source_of_truth=source_of_truth, limits=limits, run_id=run_id,
-                            on_event=_print_event)
+        outcome = start_run(project_root, llm=llm, source_of_truth=source_of_truth, limits=limits, runtime_check=spec,
+                            run_id=run_id, on_event=_print_event)
     except (SetupError, WorkspaceError) as exc:
         _bad_input(str(exc))
     _finish(outcome)
@@ -138,6 +142,36 @@ def list_command(project_root: Path = RootOption) -> None:
     for s in list_runs(project_root):
         table.add_row(s.run_id, s.status, s.llm, s.created, s.exit_reason)
     console.print(table)
+
+
+@app.command()
+def check(
+    folder: Path = typer.Argument(..., help="a folder of generated files (helpers.py, train.py, ...)"),
+    source_of_truth: Path = typer.Option(Path("source_of_truth"), help="the files the guards compare against"),
+    skip_import: bool = typer.Option(False, help="only the guards, no import check"),
+) -> None:
+    """Every guard and the import check over a folder, no LLM: exit 0 only when all pass."""
+    from orchestrator.checks import run_import_check
+    from orchestrator.guards import check_folder
+
+    try:
+        check_source_of_truth(source_of_truth)
+    except SetupError as exc:
+        _bad_input(str(exc))
+    if not folder.is_dir():
+        _bad_input(f"{folder} is not a folder")
+    violations = check_folder(folder, source_of_truth)
+    for v in violations:
+        console.print(str(v), markup=False, highlight=False)
+    failed = bool(violations)
+    if not skip_import:
+        result = run_import_check(folder)
+        if not result.passed:
+            console.print(f"import {', '.join(result.files)}: {result.summary}", markup=False, highlight=False)
+            console.print(result.evidence, markup=False, highlight=False)
+            failed = True
+    console.print("[red]failed[/]" if failed else "[green]all checks pass[/]")
+    raise typer.Exit(1 if failed else 0)
 
 
 @app.command()

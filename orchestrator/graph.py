@@ -1,4 +1,10 @@
-"""The StateGraph: nodes, edges and routers. Nodes live in orchestrator/nodes; this file only wires them."""
+"""The StateGraph: nodes, edges and routers. Nodes live in orchestrator/nodes; this file only wires them.
+
+    setup -> generate_helpers -> generate_prompts -> generate_train -> generate_launch
+          -> rules -> import_check -> runtime_check -> finish
+    a failing check -> fix -> rules (every check re-runs, cheapest first)
+    a stopped run (blocked, budget, failed) -> finish
+"""
 
 from __future__ import annotations
 
@@ -8,13 +14,16 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from orchestrator.nodes.checks import CHECK_NODES
 from orchestrator.nodes.finish import finish
+from orchestrator.nodes.fix import fix
 from orchestrator.nodes.generate import STEPS, make_node
 from orchestrator.nodes.setup import setup
 from orchestrator.state import RunContext, RunState
 
 STOP_STATUSES = ("blocked", "failed", "budget")
-PIPELINE = ("setup", *(step.node for step in STEPS))
+GENERATION = ("setup", *(step.node for step in STEPS))
+CHECKS = ("rules", "import_check", "runtime_check")
 
 
 def is_stopped(state: RunState) -> bool:
@@ -22,10 +31,20 @@ def is_stopped(state: RunState) -> bool:
 
 
 def continue_to(next_node: str) -> Callable[[RunState], str]:
-    """Router: on to `next_node`, or straight to `finish` once a node has stopped the run."""
+    """Router after a generation step: on to `next_node`, or to `finish` once the run has stopped."""
     def route(state: RunState) -> str:
         return "finish" if is_stopped(state) else next_node
     route.__name__ = f"route_to_{next_node}"
+    return route
+
+
+def after_check(next_node: str) -> Callable[[RunState], str]:
+    """Router after a check: `fix` when it left evidence, `finish` when its fix budget is spent."""
+    def route(state: RunState) -> str:
+        if is_stopped(state):
+            return "finish"
+        return "fix" if state.get("evidence") else next_node
+    route.__name__ = f"route_after_check_to_{next_node}"
     return route
 
 
@@ -34,9 +53,16 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
     builder.add_node("setup", setup)
     for step in STEPS:
         builder.add_node(step.node, make_node(step))
+    for name, node in CHECK_NODES.items():
+        builder.add_node(name, node)
+    builder.add_node("fix", fix)
     builder.add_node("finish", finish)
+
     builder.add_edge(START, "setup")
-    for node, next_node in zip(PIPELINE, (*PIPELINE[1:], "finish")):
-        builder.add_conditional_edges(node, continue_to(next_node), [next_node, "finish"] if next_node != "finish" else ["finish"])
+    for node, next_node in zip(GENERATION, (*GENERATION[1:], CHECKS[0])):
+        builder.add_conditional_edges(node, continue_to(next_node), [next_node, "finish"])
+    for node, next_node in zip(CHECKS, (*CHECKS[1:], "finish")):
+        builder.add_conditional_edges(node, after_check(next_node), list(dict.fromkeys([next_node, "fix", "finish"])))
+    builder.add_conditional_edges("fix", continue_to("rules"), ["rules", "finish"])
     builder.add_edge("finish", END)
     return builder.compile(checkpointer=checkpointer)

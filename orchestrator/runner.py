@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from orchestrator.actionlog import ActionLog, Event
+from orchestrator.checks import RuntimeCheckSpec
 from orchestrator.graph import build_graph
 from orchestrator.limits import RunStopped
 from orchestrator.llm import LLMError, make_llm
@@ -37,6 +38,7 @@ class RunSettings:
     project_root: str
     source_of_truth: str
     limits: dict[str, Any] = field(default_factory=dict)
+    runtime_check: dict[str, Any] = field(default_factory=dict)  # RuntimeCheckSpec fields; model "" = tiny local
     status: str = "created"
     exit_reason: str = ""
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S"))
@@ -105,15 +107,16 @@ def make_context(settings: RunSettings, on_event: Callable[[str], None]) -> RunC
     return RunContext(run_id=settings.run_id, project_root=root, source_of_truth=Path(settings.source_of_truth),
                       run_dir=settings.run_dir, workspace=Workspace.open(root / "workspace"), llm=llm,
                       log=ActionLog(root / "claude.logs", settings.run_dir), limits=Limits(**settings.limits),
-                      on_event=on_event)
+                      runtime_check=RuntimeCheckSpec(**settings.runtime_check), on_event=on_event)
 
 
 def start_run(project_root: Path, *, llm: str, source_of_truth: Path | None = None, limits: Limits = Limits(),
+              runtime_check: RuntimeCheckSpec = RuntimeCheckSpec(model="", real_model=False),
               run_id: str | None = None, on_event: Callable[[str], None] = lambda line: None) -> RunOutcome:
     source = (source_of_truth or project_root / "source_of_truth").resolve()
     check_source_of_truth(source)
     settings = RunSettings(run_id=run_id or new_run_id(), llm=llm, project_root=str(project_root.resolve()),
-                           source_of_truth=str(source), limits=asdict(limits))
+                           source_of_truth=str(source), limits=asdict(limits), runtime_check=asdict(runtime_check))
     ctx = make_context(settings, on_event)  # fails on a missing API key before anything is written
     settings.status = "running"
     settings.save()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any, Callable, TypedDict
 
 from orchestrator.actionlog import ActionLog
+from orchestrator.checks import RuntimeCheckSpec
 from orchestrator.llm import LLM
 from orchestrator.workspace import Workspace
 
@@ -61,6 +62,7 @@ class RunContext:
     llm: LLM
     log: ActionLog
     limits: Limits = field(default_factory=Limits)
+    runtime_check: RuntimeCheckSpec = field(default_factory=lambda: RuntimeCheckSpec(model="", real_model=False))
     prompts_dir: Path | None = None
     on_event: Callable[[str], None] = lambda line: None  # progress lines for the terminal
 

@@ -42,3 +42,30 @@ def stream_events(chunks: list[str]) -> list[dict]:
         {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 30}},
         {"type": "message_stop"},
     ]
+
+
+class ScriptedServer:
+    """Serves scripted reply texts in order (SSE, as the SDK streams long answers) and records requests."""
+
+    def __init__(self, httpserver, replies: list[str]) -> None:
+        from werkzeug import Response
+
+        self.replies, self.requests = list(replies), []
+
+        def handler(request):
+            self.requests.append(json.loads(request.data))
+            if not self.replies:
+                return Response(json.dumps({"type": "error", "error": {"type": "invalid_request_error",
+                                                                        "message": "script exhausted"}}), status=400)
+            return Response(sse(*stream_events([self.replies.pop(0)])), content_type="text/event-stream")
+
+        httpserver.expect_request("/v1/messages", method="POST").respond_with_handler(handler)
+        self.url = httpserver.url_for("")
+
+    def prompt_text(self, index: int) -> str:
+        """Everything the request at `index` sent as user text, cached file blocks included."""
+        parts = []
+        for message in self.requests[index]["messages"]:
+            content = message["content"]
+            parts += [content] if isinstance(content, str) else [b.get("text", "") for b in content]
+        return "\n".join(parts)

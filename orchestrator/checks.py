@@ -1,0 +1,193 @@
+"""The debug checks, cheapest first: guards (AST, no execution), import, then a short training run.
+
+Each returns a `CheckResult` rather than raising. Generated code only ever runs in a subprocess.
+The evidence is what the fix prompt needs: the violations, or the last traceback plus the generated
+lines it points at, trimmed to fit a prompt. The fingerprint normalises that evidence (paths, line
+numbers, addresses, numbers, quoted values) so the same failure after a fix is recognised.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from orchestrator.execution import ExecutionResult, execute, last_traceback, strip_progress_bars, tail
+from orchestrator.guards import GENERATED_FILES, check_folder
+from orchestrator.monitor import parse_log
+
+EVIDENCE_CHARS = 6000
+IMPORTED_MODULES = ("helpers", "prompt_template", "train")
+
+# first match wins; each pattern is searched in the traceback / stderr tail
+FAILURE_CLASSES = (
+    ("timeout", re.compile(r"^TIMEOUT$", re.M)),
+    ("oom", re.compile(r"CUDA out of memory|OutOfMemoryError|MemoryError|Killed")),
+    ("missing_config_field", re.compile(r"'GRPOConfig' object has no attribute|GRPOConfig.__init__\(\) got an unexpected")),
+    ("import", re.compile(r"ModuleNotFoundError|ImportError|cannot import name")),
+    ("wrong_signature", re.compile(r"TypeError: .*(positional argument|keyword argument|takes \d+|missing \d+ required)")),
+    ("shape_mismatch", re.compile(r"size mismatch|shape .* (is invalid|mismatch)|must match the size|mat1 and mat2|"
+                                  r"Expected .* dimension|The size of tensor")),
+    ("syntax", re.compile(r"SyntaxError|IndentationError")),
+    ("name", re.compile(r"NameError|AttributeError")),
+)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    check: str  # rules | import_check | runtime_check
+    passed: bool
+    kind: str = ""  # failure class: guard, import, shape_mismatch, ..., no_updates, non_finite
+    summary: str = ""  # one line
+    evidence: str = ""  # what the fix prompt shows
+    files: list[str] = field(default_factory=list)  # generated files the evidence points at
+    seconds: float = 0.0
+    signature: str = ""  # the failure itself (traceback, violations), without the code around it
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(f"{self.check}\n{self.kind}\n{self.signature or self.evidence}")
+
+    def to_evidence(self) -> dict:
+        return {"check": self.check, "kind": self.kind, "summary": self.summary, "text": self.evidence,
+                "files": self.files, "fingerprint": self.fingerprint}
+
+
+def fingerprint(text: str) -> str:
+    normalised = re.sub(r'File "[^"]*/([^/"]+)"', r'File "\1"', text)
+    normalised = re.sub(r"line \d+", "line N", normalised)
+    normalised = re.sub(r"0x[0-9a-fA-F]+", "0xADDR", normalised)
+    normalised = re.sub(r"'[^'\n]*'|\"[^\"\n]*\"", "'V'", normalised)
+    normalised = re.sub(r"\d+(\.\d+)?", "N", normalised)
+    normalised = re.sub(r"\s+", " ", normalised)
+    return hashlib.sha1(normalised.encode()).hexdigest()[:16]
+
+
+def classify_failure(text: str) -> str:
+    for kind, pattern in FAILURE_CLASSES:
+        if pattern.search(text):
+            return kind
+    return "runtime_error"
+
+
+def implicated_files(traceback: str) -> list[str]:
+    """Generated files named in a traceback's frames, innermost last, each once."""
+    names = re.findall(r'File "(?:[^"]*/)?([^/"]+)", line \d+', traceback)
+    seen: list[str] = []
+    for name in names:
+        if name in GENERATED_FILES and name not in seen:
+            seen.append(name)
+    return seen
+
+
+def code_excerpts(traceback: str, folder: Path, context: int = 3) -> str:
+    """The generated lines each traceback frame points at, with a few lines around them."""
+    excerpts = []
+    for name, line in re.findall(r'File "(?:[^"]*/)?([^/"]+)", line (\d+)', traceback):
+        path = folder / name
+        if name not in GENERATED_FILES or not path.exists():
+            continue
+        lines = path.read_text().splitlines()
+        n = int(line)
+        start, end = max(n - 1 - context, 0), min(n + context, len(lines))
+        body = "\n".join(f"{'>' if i + 1 == n else ' '}{i + 1:5d}  {lines[i]}" for i in range(start, end))
+        excerpts.append(f"{name} around line {n}:\n{body}")
+    return "\n\n".join(excerpts)
+
+
+def _failure(check: str, result: ExecutionResult, folder: Path, what: str) -> CheckResult:
+    stderr = strip_progress_bars(result.stderr)
+    traceback = last_traceback(stderr) or last_traceback(strip_progress_bars(result.stdout))
+    if result.timed_out:
+        kind, summary = "timeout", f"{what} did not finish within the time limit ({result.seconds:.0f} s)"
+    else:
+        kind = classify_failure(traceback or stderr)
+        last_line = (traceback or stderr).strip().splitlines()[-1:] or [f"exit code {result.returncode}"]
+        summary = f"{what} failed: {last_line[0][:300]}"
+    body = traceback or tail(stderr, EVIDENCE_CHARS // 2)
+    excerpts = code_excerpts(traceback, folder)
+    evidence = tail("\n\n".join(part for part in (body, excerpts and f"Relevant lines:\n{excerpts}") if part),
+                    EVIDENCE_CHARS)
+    return CheckResult(check, False, kind, summary, evidence, implicated_files(traceback), result.seconds, body)
+
+
+def run_guards(folder: Path, source_of_truth: Path) -> CheckResult:
+    violations = check_folder(folder, source_of_truth)
+    if not violations:
+        return CheckResult("rules", True, summary="every rule holds")
+    files = list(dict.fromkeys(v.file for v in violations if v.file in GENERATED_FILES))
+    evidence = "\n".join(str(v) for v in violations)
+    return CheckResult("rules", False, "guard", f"{len(violations)} rule violation(s); first: {violations[0]}",
+                       tail(evidence, EVIDENCE_CHARS), files)
+
+
+def run_import_check(folder: Path, timeout_s: float = 300.0) -> CheckResult:
+    seconds = 0.0
+    for module in IMPORTED_MODULES:
+        result = execute([sys.executable, "-c", f"import {module}"], folder, timeout_s=timeout_s)
+        seconds += result.seconds
+        if not result.ok:
+            failed = _failure("import_check", result, folder, f"`import {module}`")
+            return replace(failed, files=failed.files or [f"{module}.py"], seconds=seconds)
+    return CheckResult("import_check", True, summary=f"imported {', '.join(IMPORTED_MODULES)}", seconds=seconds)
+
+
+@dataclass(frozen=True)
+class RuntimeCheckSpec:
+    model: str  # a local tiny model folder, or the real model where weights are available
+    real_model: bool  # a real model must also show varying rewards and some parsed actions
+    episodes: int = 10
+    group_size: int = 2
+    max_env_steps: int = 3
+    max_thinking_tokens: int = 32
+    max_action_tokens: int = 32
+    timeout_s: float = 900.0
+
+    def arguments(self, log_dir: Path) -> list[str]:
+        return ["--model_name", self.model, "--episodes", str(self.episodes), "--group_size", str(self.group_size),
+                "--max_env_steps", str(self.max_env_steps), "--max_thinking_tokens", str(self.max_thinking_tokens),
+                "--max_action_tokens", str(self.max_action_tokens), "--eval_interval", "1000000",
+                "--sample_log_interval", str(self.group_size), "--save_interval", "0",
+                "--log_dir", str(log_dir), "--output_dir", str(log_dir / "outputs")]
+
+
+def run_runtime_check(folder: Path, spec: RuntimeCheckSpec, log_dir: Path) -> CheckResult:
+    """`bash launch_training.sh` shrunk to a few episodes; it must log updates with finite numbers."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for stale in ("train.logs", "Sample_EP.logs"):
+        (log_dir / stale).unlink(missing_ok=True)
+    result = execute(["bash", "launch_training.sh", *spec.arguments(log_dir)], folder, timeout_s=spec.timeout_s,
+                     env={"PYTHON": sys.executable})
+    if not result.ok:
+        return _failure("runtime_check", result, folder, "the short training run")
+    return judge_training_log(log_dir / "train.logs", spec, result.seconds)
+
+
+def judge_training_log(path: Path, spec: RuntimeCheckSpec, seconds: float) -> CheckResult:
+    """A clean exit is not enough: completed updates with finite loss and grad norm, and with a real
+    model also varying rewards and some parsed actions."""
+    text = path.read_text() if path.exists() else ""
+    updates = [r for r in parse_log(text) if r.kind == "train"]
+    log_tail = tail(text, EVIDENCE_CHARS)
+    if not updates:
+        return CheckResult("runtime_check", False, "no_updates",
+                           "the run exited 0 but train.logs shows no completed update",
+                           f"train.logs:\n{log_tail or '(empty or missing)'}", ["train.py"], seconds)
+    bad = [r for r in updates if not all(isinstance(r.values.get(k), float) and math.isfinite(r.values[k])
+                                          for k in ("loss", "grad_norm"))]
+    if bad:
+        return CheckResult("runtime_check", False, "non_finite",
+                           f"update {bad[0].values.get('update')} logged a non-finite loss or grad norm",
+                           f"train.logs:\n{log_tail}", ["train.py"], seconds)
+    if spec.real_model:
+        if not any(r.values.get("reward_std", 0.0) > 0 for r in updates):
+            return CheckResult("runtime_check", False, "flat_rewards", "rewards never varied within a group",
+                               f"train.logs:\n{log_tail}", ["train.py", "prompt_template.py"], seconds)
+        if all(r.values.get("invalid_action_rate", 1.0) >= 1.0 for r in updates):
+            return CheckResult("runtime_check", False, "no_parsed_actions", "no action was parsed in any turn",
+                               f"train.logs:\n{log_tail}", ["train.py", "prompt_template.py"], seconds)
+    return CheckResult("runtime_check", True, summary=f"{len(updates)} updates with finite loss and grad norm",
+                       seconds=seconds)

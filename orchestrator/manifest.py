@@ -1,0 +1,77 @@
+"""The reproducibility manifest of a run: what ran, on what, with which inputs.
+
+``write_manifest`` records package versions, Python and platform, CUDA, driver and GPU names (from
+the probe), seeds, the training config, the sha256 of every source-of-truth file, the model id,
+the LLM request ids and the workspace's git commit, as one JSON file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import platform
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+PACKAGES = ("torch", "transformers", "accelerate", "anthropic", "langgraph", "gitpython", "tenacity")
+
+
+def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
+    """Installed distribution versions; None for a package that is not installed."""
+    versions: dict[str, str | None] = {}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def source_hashes(source_of_truth: Path) -> dict[str, str]:
+    """sha256 of each file in the source-of-truth folder (or of the one file given), by file name."""
+    files = [source_of_truth] if source_of_truth.is_file() else sorted(p for p in source_of_truth.iterdir()
+                                                                       if p.is_file())
+    return {p.name: sha256_of(p) for p in files}
+
+
+def _hardware(probe: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "cuda_version": probe.get("cuda_version"),
+        "driver_version": probe.get("driver_version"),
+        "gpus": [gpu.get("name") for gpu in probe.get("gpus", [])],
+        "hostname": probe.get("hostname"),
+    }
+
+
+def write_manifest(path: Path, *, run_id: str, config: dict, model_id: str, probe: dict, source_of_truth: Path,
+                   request_ids: list[str], seeds: dict, workspace_sha: str | None = None) -> dict:
+    """Write the manifest as JSON to ``path`` and return it; ``probe`` is a ``ProbeResult.to_dict()``."""
+    manifest = {
+        "run_id": run_id,
+        "created": datetime.now().astimezone().isoformat(timespec="seconds"),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": package_versions(),
+        **_hardware(probe),
+        "seeds": seeds,
+        "model_id": model_id,
+        "config": config,
+        "source_of_truth": source_hashes(Path(source_of_truth)),
+        "request_ids": list(request_ids),
+        "workspace_sha": workspace_sha,
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest

@@ -1,0 +1,64 @@
+"""rules, import_check, runtime_check: run a check, log it, leave evidence for fix or clear it.
+
+A check that fails once its fix budget is spent ends the run `blocked`, with the evidence in the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
+
+from langgraph.runtime import Runtime
+
+from orchestrator.actionlog import Event
+from orchestrator.checks import CheckResult, run_guards, run_import_check, run_runtime_check
+from orchestrator.state import RunContext, RunState
+
+REASONS = {
+    "rules": "the seed's rules, checked by code after every generation and fix",
+    "import_check": "Phase 1: each generated module must import in a fresh interpreter",
+    "runtime_check": "Phase 2: launch_training.sh on a few episodes must log finite updates",
+}
+
+
+def fixes_for(state: RunState, check: str) -> int:
+    return sum(1 for a in state.get("attempts") or [] if a["node"] == "fix" and a.get("check") == check)
+
+
+def record_check(state: RunState, ctx: RunContext, result: CheckResult) -> dict:
+    outcome = "passed" if result.passed else f"failed ({result.kind}): {result.summary}"
+    ctx.log.record(Event(ctx.run_id, result.check, "check", REASONS[result.check], outcome,
+                         extra={"seconds": round(result.seconds, 2), "fingerprint": "" if result.passed else result.fingerprint}))
+    ctx.on_event(f"{result.check}: {outcome} ({result.seconds:.1f} s)")
+    if result.passed:
+        return {"evidence": None}
+    update: dict = {"evidence": result.to_evidence()}
+    used = fixes_for(state, result.check)
+    if used >= ctx.limits.max_attempts_per_check:
+        update |= {"status": "blocked",
+                   "exit_reason": f"{result.check} still failing after {used} fix attempts: {result.summary}"}
+    return update
+
+
+def rules(state: RunState, runtime: Runtime[RunContext]) -> dict:
+    ctx = runtime.context
+    return record_check(state, ctx, run_guards(ctx.generated, ctx.source_of_truth))
+
+
+def import_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
+    ctx = runtime.context
+    return record_check(state, ctx, run_import_check(ctx.generated))
+
+
+def runtime_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
+    ctx = runtime.context
+    spec = ctx.runtime_check
+    if not spec.model:
+        from orchestrator.tiny_model import build_tiny_model  # torch and transformers: only when needed
+
+        spec = replace(spec, model=str(build_tiny_model(ctx.project_root / "models" / "tiny-qwen3")))
+    return record_check(state, ctx, run_runtime_check(ctx.generated, spec, ctx.run_dir / "runtime_check"))
+
+
+CHECK_NODES: dict[str, Callable[[RunState, Runtime[RunContext]], dict]] = {
+    "rules": rules, "import_check": import_check, "runtime_check": runtime_check}

@@ -1,0 +1,100 @@
+"""fix: the failing check's evidence goes to the LLM, which answers with SEARCH/REPLACE edits.
+
+Edits to protected files are refused before anything touches disk, and so are new config fields;
+a malformed answer or a SEARCH block that does not match is sent back once with the exact error
+(and the file's real lines near the failed anchor). Every attempt is committed, then the graph
+goes back to `rules`, so every check re-runs cheapest first.
+
+When the same failure (by fingerprint) comes back after a fix, or the last fix changed nothing, the
+fix escalates: every generated file in full, the list of what was tried, a larger answer budget.
+"""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from orchestrator.actionlog import Event
+from orchestrator.asking import ask
+from orchestrator.edits import EDIT_FORMAT, apply_edits, check_protected, parse_edits
+from orchestrator.guards import GENERATED_FILES, PROTECTED_FILES, check_config
+from orchestrator.limits import ensure_budget
+from orchestrator.prompts import file_blocks, render
+from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
+
+EDITABLE = (*GENERATED_FILES, "grpo_config.py")
+
+
+def previous_fixes(state: RunState, check: str) -> list[dict]:
+    return [a for a in state.get("attempts") or [] if a["node"] == "fix" and a.get("check") == check]
+
+
+def should_escalate(evidence: dict, tried: list[dict]) -> bool:
+    if not tried:
+        return False
+    last = tried[-1]
+    return last.get("fingerprint") == evidence["fingerprint"] or not last.get("changed", True)
+
+
+def make_parser(ctx: RunContext, current: dict[str, str | None]):
+    source_config = (ctx.source_of_truth / "grpo_config.py").read_text()
+
+    def parse(text: str) -> dict[str, str]:
+        edits = parse_edits(text)
+        refused = check_protected([e.path for e in edits], PROTECTED_FILES)
+        if refused:
+            raise ValueError(f"refused: {', '.join(refused)} must never be edited; fix the generated files instead")
+        names = [e.path.rsplit("/", 1)[-1] for e in edits]
+        unknown = sorted({n for n in names if n not in EDITABLE})
+        if unknown:
+            raise ValueError(f"refused: {', '.join(unknown)} is not a file you may edit ({', '.join(EDITABLE)})")
+        edits = [type(e)(n, e.search, e.replace) for e, n in zip(edits, names)]
+        result = apply_edits(edits, {n: current.get(n) for n in names})
+        if result.error:
+            raise ValueError(result.error)
+        if "grpo_config.py" in result.new_contents:
+            violations = check_config(result.new_contents["grpo_config.py"], source_config)
+            if violations:
+                raise ValueError(f"refused: {violations[0].message}")
+        return result.new_contents
+    return parse
+
+
+def fix(state: RunState, runtime: Runtime[RunContext]) -> dict:
+    ctx = runtime.context
+    evidence = state["evidence"]
+    ensure_budget(state, ctx.limits, "fix")
+    tried = previous_fixes(state, evidence["check"])
+    escalated = should_escalate(evidence, tried)
+    current = {name: ctx.workspace.read(f"{GENERATED_DIR}/{name}") for name in EDITABLE}
+    shown = [n for n in EDITABLE if current[n] is not None] if escalated else \
+        [n for n in dict.fromkeys([*evidence.get("files", []), "train.py"]) if current.get(n) is not None]
+    prompt = render("fix", ctx.prompts_dir, check=evidence["check"], kind=evidence.get("kind", ""),
+                    summary=evidence["summary"], evidence=evidence["text"], tried=tried, escalated=escalated,
+                    editable=list(EDITABLE), edit_format=EDIT_FORMAT)
+    ctx.on_event(f"fix: asking for an edit ({evidence['check']}: {evidence['summary'][:120]})"
+                 + (" [escalated]" if escalated else ""))
+    answer = ask(ctx.llm, [{"role": "user", "content": prompt}], make_parser(ctx, current),
+                 system=render("system", ctx.prompts_dir), tag="fix",
+                 cache_prefix=file_blocks({n: current[n] or "" for n in shown}),
+                 max_tokens=32000 if escalated else 16000)
+    row = answer.ledger_row()
+    tokens = int(row["tokens"])
+    attempt = attempt_count(state, "fix") + 1
+    record = {"node": "fix", "attempt": attempt, "check": evidence["check"], "fingerprint": evidence["fingerprint"],
+              "summary": evidence["summary"], "tokens": tokens, "cost_usd": answer.cost_usd, "escalated": escalated}
+    if answer.parsed is None:
+        outcome, sha, changed = f"unusable edit: {answer.error.splitlines()[0][:200]}", None, False
+    else:
+        changed_files = [n for n, text in answer.parsed.items() if text != current.get(n)]
+        for name in changed_files:
+            ctx.workspace.write(f"{GENERATED_DIR}/{name}", answer.parsed[name])
+        changed = bool(changed_files)
+        outcome = f"edited {', '.join(changed_files)}" if changed else "edit changed nothing"
+        sha = ctx.workspace.commit([f"{GENERATED_DIR}/{n}" for n in changed_files], node="fix", attempt=attempt,
+                                   outcome=f"{evidence['check']} {outcome}", tokens=tokens,
+                                   body=f"Evidence: {evidence['summary']}") if changed else None
+    ctx.log.record(Event(ctx.run_id, "fix", "llm_edit", f"{evidence['check']} failed: {evidence['summary']}",
+                         outcome + (f"; commit {sha}" if sha else ""), tokens=tokens, cost_usd=answer.cost_usd,
+                         extra={"sha": sha, "escalated": escalated, "request_ids": answer.request_ids}))
+    ctx.on_event(f"fix: {outcome}")
+    return {"ledger": {"fix": row}, "attempts": [{**record, "outcome": outcome, "sha": sha, "changed": changed}]}

@@ -1,0 +1,235 @@
+"""Is a proposed training config possible on these GPUs? Memory arithmetic and proposal checks.
+
+``estimate_memory`` adds up what one training process holds, from the model's shape and the config,
+in the way the template (``grpo_template.py``) trains: plain ``torch.optim.AdamW`` on the policy,
+``accelerate`` data parallel without ZeRO, an optional frozen reference model, gradient
+checkpointing as configured. ``check_proposal`` catches proposals that change field names or types,
+or that the config's own validation rejects, before anything runs.
+
+The arithmetic, with P parameters and b bytes per value (2 in bf16, 4 in fp32; the template runs in
+fp32 whenever there is no GPU, whatever ``bf16`` says):
+
+* weights = P x b
+* reference = P x b when ``beta`` > 0 (a frozen copy), else 0 (the template loads none)
+* optimizer = P x 2 x b: torch's AdamW allocates ``exp_avg`` and ``exp_avg_sq`` with
+  ``zeros_like(param)``, so in the parameters' dtype (bf16 here), not 2 x fp32 = 8 bytes/param as
+  mixed-precision trainers with fp32 master weights do
+* gradients = P x b
+* activations = micro_batch x seq_len x hidden x layers x b x k: with gradient checkpointing only
+  each layer's input survives the forward (k = 2 leaves room for the one layer being recomputed);
+  without it attention, MLP and norm intermediates of every layer stay alive (k = 16)
+* logits = micro_batch x seq_len x vocab x 4 bytes x 2: the fp32 logits and the fp32 log-softmax
+* kv_cache = 2 (K and V) x layers x kv_heads x head_dim x b x (group_size x num_agents) x seq_len:
+  one rollout stage generates for every (episode, agent) pair of the group in one batch
+
+seq_len defaults to a 1024-token prompt budget + ``max_thinking_tokens`` + ``max_action_tokens``.
+
+Rollouts and updates alternate, and the template frees gradients after each optimiser step
+(``zero_grad(set_to_none=True)``), so the peak is::
+
+    total = weights + reference + optimizer + max(gradients + activations + logits, kv_cache)
+
+Data parallel copies everything to every GPU (no ZeRO sharding), so per GPU = total, and the config
+fits when that is at most 90% of the smallest GPU (the rest is CUDA context, allocator fragmentation
+and the transient reference forward). Without a GPU it is compared with 90% of system RAM.
+
+Calibration: Qwen3-4B with a reference, AdamW, gradient checkpointing, micro-batch 8 x 728 tokens
+measured a 49 GB peak on one H100; this arithmetic gives 46.05 GiB (49.5 GB) for that case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.probe import GPU, _memory_total_gib
+
+GIB = 2**30
+PROMPT_BUDGET_TOKENS = 1024
+USABLE_FRACTION = 0.9
+ACTIVATION_FACTOR_CHECKPOINTED = 2
+ACTIVATION_FACTOR_FULL = 16
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    num_params: int
+    hidden_size: int
+    num_layers: int
+    vocab_size: int
+    num_kv_heads: int
+    head_dim: int
+
+
+_QWEN3_4B = ModelShape(num_params=4_022_468_096, hidden_size=2560, num_layers=36, vocab_size=151936,
+                       num_kv_heads=8, head_dim=128)
+KNOWN_SHAPES: dict[str, ModelShape] = {
+    "Qwen/Qwen3-4B-Instruct-2507": _QWEN3_4B,
+    "Qwen/Qwen3-4B-Thinking-2507": _QWEN3_4B,
+    "Qwen/Qwen3-4B": _QWEN3_4B,
+}
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    weights_gib: float
+    reference_gib: float
+    optimizer_gib: float
+    gradients_gib: float
+    activations_gib: float
+    logits_gib: float
+    kv_cache_gib: float
+    total_gib: float
+    per_gpu_gib: float
+    available_gib: float
+    fits: bool
+    explanation: str  # the arithmetic, one line per term, for a human to check
+
+
+# ---------------------------------------------------------------- model shape
+
+
+def shape_of(model_name_or_path: str) -> ModelShape | None:
+    """The shape of a local model folder or cached hub id, else of a known hub id; None when unknown."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(model_name_or_path, local_files_only=True)
+    except (OSError, ValueError):
+        return KNOWN_SHAPES.get(model_name_or_path)
+    return shape_from_config(config)
+
+
+def shape_from_config(config: Any) -> ModelShape | None:
+    """The shape of a transformers config; parameters are counted on a model built on the meta device."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    text = config.get_text_config()
+    try:
+        # parameters on the meta device cost no memory and count tied embeddings once
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except (ValueError, KeyError):  # not a causal LM transformers can build
+        return None
+    heads = text.num_attention_heads
+    return ModelShape(
+        num_params=sum(p.numel() for p in model.parameters()),
+        hidden_size=text.hidden_size,
+        num_layers=text.num_hidden_layers,
+        vocab_size=text.vocab_size,
+        num_kv_heads=getattr(text, "num_key_value_heads", None) or heads,
+        head_dim=getattr(text, "head_dim", None) or text.hidden_size // heads,
+    )
+
+
+# ---------------------------------------------------------------- memory
+
+
+def estimate_memory(shape: ModelShape, config: dict, gpus: list[GPU], *, seq_len: int | None = None,
+                    system_ram_gib: float | None = None) -> MemoryEstimate:
+    """Peak memory of one training process (see the module docstring for every term).
+
+    ``config`` is a GRPOConfig dict; ``seq_len`` overrides the prompt budget + generation caps.
+    Without GPUs the run is on CPU in fp32 and is compared with ``system_ram_gib`` (this machine's
+    RAM when not given).
+    """
+    on_gpu = bool(gpus)
+    b = 2 if on_gpu and config["bf16"] else 4
+    seq = seq_len or PROMPT_BUDGET_TOKENS + config["max_thinking_tokens"] + config["max_action_tokens"]
+    p, mb = shape.num_params, config["micro_batch_size"]
+    checkpointing = config["gradient_checkpointing"]
+    k = ACTIVATION_FACTOR_CHECKPOINTED if checkpointing else ACTIVATION_FACTOR_FULL
+    rollout_rows = config["group_size"] * config["num_agents"]
+
+    weights = p * b / GIB
+    reference = weights if config["beta"] > 0 else 0.0
+    optimizer = 2 * weights
+    gradients = weights
+    activations = mb * seq * shape.hidden_size * shape.num_layers * b * k / GIB
+    logits = mb * seq * shape.vocab_size * 4 * 2 / GIB
+    kv_cache = 2 * shape.num_layers * shape.num_kv_heads * shape.head_dim * b * rollout_rows * seq / GIB
+    update_phase = gradients + activations + logits
+    total = weights + reference + optimizer + max(update_phase, kv_cache)
+
+    if on_gpu:
+        smallest = min(gpus, key=lambda g: g.memory_total_mib)
+        device_gib = smallest.memory_total_mib / 1024
+        device = f"smallest GPU: {smallest.name}, {device_gib:.1f} GiB"
+    else:
+        device_gib = system_ram_gib if system_ram_gib is not None else _memory_total_gib()
+        device = f"no GPU: system RAM {device_gib:.1f} GiB"
+    available = USABLE_FRACTION * device_gib
+    fits = total <= available
+
+    dtype = "bf16" if b == 2 else "fp32"
+    lines = [
+        f"model: {p:.3g} params, hidden {shape.hidden_size}, {shape.num_layers} layers, vocab {shape.vocab_size}, "
+        f"{shape.num_kv_heads} KV heads x head_dim {shape.head_dim}; {dtype} -> {b} bytes per value",
+        f"weights      {p:.3g} x {b} B = {weights:.2f} GiB",
+        f"reference    beta {config['beta']:g}: " + (f"frozen copy, {p:.3g} x {b} B = {reference:.2f} GiB"
+                                                     if reference else "no reference model = 0 GiB"),
+        f"optimizer    AdamW exp_avg + exp_avg_sq in the param dtype, {p:.3g} x 2 x {b} B = {optimizer:.2f} GiB",
+        f"gradients    {p:.3g} x {b} B = {gradients:.2f} GiB",
+        f"activations  micro_batch {mb} x seq {seq} x hidden {shape.hidden_size} x {shape.num_layers} layers x {b} B"
+        f" x {k} ({'with' if checkpointing else 'without'} gradient checkpointing) = {activations:.2f} GiB",
+        f"logits       micro_batch {mb} x seq {seq} x vocab {shape.vocab_size} x 4 B x 2 (fp32 logits + log-probs)"
+        f" = {logits:.2f} GiB",
+        f"kv cache     2 x {shape.num_layers} layers x {shape.num_kv_heads} heads x {shape.head_dim} x {b} B x "
+        f"{rollout_rows} sequences (group_size {config['group_size']} x {config['num_agents']} agents) x seq {seq}"
+        f" = {kv_cache:.2f} GiB",
+        f"total        weights + reference + optimizer + max(update: gradients + activations + logits "
+        f"{update_phase:.2f}, rollout: kv cache {kv_cache:.2f}) = {total:.2f} GiB ({total * GIB / 1e9:.1f} GB)",
+        (f"per GPU      data parallel over {len(gpus)} GPU(s) without ZeRO: every GPU holds a full copy "
+         f"-> {total:.2f} GiB" if on_gpu else f"per process  {total:.2f} GiB on CPU"),
+        f"available    {USABLE_FRACTION:g} x {device_gib:.1f} GiB ({device}) = {available:.2f} GiB "
+        f"-> {'fits' if fits else 'does NOT fit'}",
+    ]
+    return MemoryEstimate(
+        weights_gib=weights, reference_gib=reference, optimizer_gib=optimizer, gradients_gib=gradients,
+        activations_gib=activations, logits_gib=logits, kv_cache_gib=kv_cache, total_gib=total, per_gpu_gib=total,
+        available_gib=available, fits=fits, explanation="\n".join(lines),
+    )
+
+
+# ---------------------------------------------------------------- proposals
+
+
+def check_proposal(proposal: dict, base_config: dict, known_fields: set[str], *,
+                   config_cls: Callable[..., Any] | None = None) -> list[str]:
+    """Problems with a proposed config change, one line each; [] when it can be applied.
+
+    A proposal may change values only: every key must be a known field, every value of its base
+    value's type (an int is accepted for a float), and when ``config_cls`` (GRPOConfig) is given, the
+    merged config must pass its validation.
+    """
+    problems: list[str] = []
+    accepted: dict[str, Any] = {}
+    for name, value in proposal.items():
+        if name not in known_fields:
+            problems.append(f"{name}: not a config field; a proposal changes values only, never adds new fields")
+        elif (expected := _type_problem(value, base_config.get(name))) is not None:
+            problems.append(f"{name}: expected {expected}, got {type(value).__name__} {value!r}")
+        else:
+            accepted[name] = value
+    if config_cls is not None:
+        try:
+            config_cls(**{**base_config, **accepted})
+        except (ValueError, TypeError) as exc:
+            problems.append(f"invalid value: {exc}")
+    return problems
+
+
+def _type_problem(value: Any, base: Any) -> str | None:
+    """The expected type name when ``value`` cannot replace ``base``, else None."""
+    if base is None:
+        return None
+    expected = type(base)
+    # bool is a subclass of int: True must not pass as a micro_batch_size, nor 1 as a flag
+    if isinstance(value, bool) != isinstance(base, bool):
+        return expected.__name__
+    if expected is float and isinstance(value, int):
+        return None
+    return None if isinstance(value, expected) else expected.__name__
+

@@ -1,0 +1,96 @@
+"""The check functions: failure classes, fingerprints, evidence, and what counts as a passing run."""
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.checks import (RuntimeCheckSpec, classify_failure, code_excerpts, fingerprint, implicated_files,
+                                 judge_training_log, run_guards, run_import_check)
+
+TRACEBACK = '''Traceback (most recent call last):
+  File "/tmp/run1/generated/train.py", line 612, in <module>
+    main()
+  File "/tmp/run1/generated/helpers.py", line 40, in move_to
+    return _step_towards(here, target)
+TypeError: _step_towards() missing 1 required positional argument: 'occupied'
+'''
+
+
+@pytest.mark.parametrize("text,kind", [
+    ("ModuleNotFoundError: No module named 'helperz'", "import"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "oom"),
+    ("AttributeError: 'GRPOConfig' object has no attribute 'num_episodes'", "missing_config_field"),
+    (TRACEBACK, "wrong_signature"),
+    ("RuntimeError: The size of tensor a (4) must match the size of tensor b (3) at non-singleton dimension 1",
+     "shape_mismatch"),
+    ("ZeroDivisionError: division by zero", "runtime_error"),
+])
+def test_failures_are_classified_for_the_prompt(text, kind):
+    assert classify_failure(text) == kind
+
+
+def test_fingerprint_ignores_paths_line_numbers_and_values():
+    moved = TRACEBACK.replace("/tmp/run1", "/home/x/run2").replace("line 612", "line 700").replace("'occupied'", "'o'")
+    assert fingerprint(TRACEBACK) == fingerprint(moved)
+    assert fingerprint(TRACEBACK) != fingerprint(TRACEBACK.replace("TypeError", "ValueError"))
+
+
+def test_implicated_files_are_the_generated_ones_in_the_traceback():
+    text = TRACEBACK.replace('File "/tmp/run1/generated/train.py"', 'File "/usr/lib/torch/nn/module.py"', 0)
+    assert implicated_files(text) == ["train.py", "helpers.py"]
+
+
+def test_code_excerpts_mark_the_failing_line(tmp_path: Path):
+    (tmp_path / "helpers.py").write_text("\n".join(f"line {i}" for i in range(1, 60)))
+    excerpt = code_excerpts(TRACEBACK, tmp_path)
+    assert ">   40  line 40" in excerpt and "    37  line 37" in excerpt
+
+
+def _log(tmp_path: Path, *lines: str) -> Path:
+    path = tmp_path / "train.logs"
+    path.write_text("".join(f"2026-11-23T10:00:0{i} {line}\n" for i, line in enumerate(lines)))
+    return path
+
+
+TINY = RuntimeCheckSpec(model="tiny", real_model=False)
+REAL = RuntimeCheckSpec(model="Qwen/Qwen3-4B-Instruct-2507", real_model=True)
+
+
+def test_a_clean_exit_without_updates_fails(tmp_path: Path):
+    result = judge_training_log(_log(tmp_path, "start model=m updates=2"), TINY, 1.0)
+    assert not result.passed and result.kind == "no_updates"
+
+
+def test_a_non_finite_loss_fails(tmp_path: Path):
+    result = judge_training_log(_log(tmp_path, "train update=1 loss=nan grad_norm=1"), TINY, 1.0)
+    assert not result.passed and result.kind == "non_finite"
+
+
+def test_the_tiny_model_passes_with_finite_updates_even_with_flat_rewards(tmp_path: Path):
+    path = _log(tmp_path, "train update=1 loss=0 grad_norm=0 reward_std=0 invalid_action_rate=1")
+    assert judge_training_log(path, TINY, 1.0).passed
+
+
+def test_a_real_model_must_show_varying_rewards(tmp_path: Path):
+    path = _log(tmp_path, "train update=1 loss=0 grad_norm=0 reward_std=0 invalid_action_rate=0.2")
+    result = judge_training_log(path, REAL, 1.0)
+    assert not result.passed and result.kind == "flat_rewards"
+
+
+def test_a_real_model_must_parse_some_actions(tmp_path: Path):
+    path = _log(tmp_path, "train update=1 loss=0.1 grad_norm=2 reward_std=0.5 invalid_action_rate=1")
+    result = judge_training_log(path, REAL, 1.0)
+    assert not result.passed and result.kind == "no_parsed_actions"
+
+
+def test_guards_pass_on_the_reference_set(generated_dir: Path):
+    from conftest import SOURCE_OF_TRUTH
+
+    assert run_guards(generated_dir, SOURCE_OF_TRUTH).passed
+
+
+def test_import_check_reports_the_module_and_its_traceback(generated_dir: Path):
+    (generated_dir / "prompt_template.py").write_text("import helpers\nraise RuntimeError('boom at import')\n")
+    result = run_import_check(generated_dir)
+    assert not result.passed and result.files == ["prompt_template.py"]
+    assert "RuntimeError: boom at import" in result.evidence and "`import prompt_template` failed" in result.summary

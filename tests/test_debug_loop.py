@@ -1,0 +1,134 @@
+"""Debug loops with real subprocess checks: the real traceback reaches the fix prompt, the fix is an
+edit, it is committed, the check passes; protected files are refused; a hopeless loop ends blocked."""
+
+from pathlib import Path
+
+import git
+import pytest
+from conftest import REFERENCE, file_answer
+from messages_api import ScriptedServer
+
+from orchestrator.checks import RuntimeCheckSpec
+from orchestrator.runner import start_run
+from orchestrator.state import Limits
+
+GENERATION = [("helpers.py", "helper_readme.md"), ("prompt_template.py",), ("train.py",), ("launch_training.sh",)]
+
+
+def generation_replies(tmp_path: Path, **replace: tuple[str, str]) -> list[str]:
+    """The reference answers for Steps 1-4, with `file=(old, new)` text substitutions."""
+    folder = tmp_path / "answers"
+    folder.mkdir(exist_ok=True)
+    for src in REFERENCE.iterdir():
+        text = src.read_text()
+        if src.name.replace(".", "_") in replace:
+            old, new = replace[src.name.replace(".", "_")]
+            assert old in text
+            text = text.replace(old, new)
+        (folder / src.name).write_text(text)
+    return [file_answer(*names, folder=folder) for names in GENERATION]
+
+
+def edit(path: str, search: str, replace: str) -> str:
+    return f"FILE: {path}\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE\n"
+
+
+@pytest.fixture
+def anthropic_env(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+
+    def point_at(server: ScriptedServer) -> None:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    return point_at
+
+
+QUICK_RUNTIME = RuntimeCheckSpec(model="", real_model=False, episodes=2, group_size=2, max_env_steps=2,
+                                 max_thinking_tokens=8, max_action_tokens=8)
+
+
+def run(project: Path, **kwargs):
+    return start_run(project, llm="anthropic", run_id="r1", runtime_check=kwargs.pop("runtime_check", QUICK_RUNTIME),
+                     **kwargs)
+
+
+def fix_commits(project: Path) -> list[str]:
+    return [c.message for c in git.Repo(project / "workspace").iter_commits("run/r1") if c.message.startswith("fix")]
+
+
+def test_import_error_traceback_reaches_the_fix_and_the_edit_repairs_it(project, tmp_path, httpserver, anthropic_env,
+                                                                         tiny_model_dir):
+    replies = generation_replies(tmp_path, train_py=("import prompt_template\n", "import prompt_templates\n"))
+    replies.append(edit("train.py", "import prompt_templates", "import prompt_template"))
+    server = ScriptedServer(httpserver, replies)
+    anthropic_env(server)
+    outcome = run(project, runtime_check=QUICK_RUNTIME.__class__(**{**QUICK_RUNTIME.__dict__, "model": str(tiny_model_dir)}))
+    assert outcome.status == "done", outcome.reason
+    fix_prompt = server.prompt_text(4)
+    assert "ModuleNotFoundError: No module named 'prompt_templates'" in fix_prompt
+    assert 'File "' in fix_prompt and "train.py" in fix_prompt  # the real traceback, with its frames
+    assert "import_check" in fix_prompt
+    [message] = fix_commits(project)
+    assert message.startswith("fix attempt 1: import_check edited train.py")
+    assert "import prompt_template\n" in (project / "workspace/generated/train.py").read_text()
+
+
+def test_runtime_error_in_the_tiny_model_run_is_fixed(project, tmp_path, httpserver, anthropic_env, tiny_model_dir):
+    line = "    return env_move.CleanupEnv(width=config.env_width, height=config.env_height, {}=config.num_agents,"
+    replies = generation_replies(tmp_path, train_py=(line.format("num_agents"), line.format("agents")))
+    replies.append(edit("train.py", line.format("agents"), line.format("num_agents")))
+    server = ScriptedServer(httpserver, replies)
+    anthropic_env(server)
+    spec = RuntimeCheckSpec(**{**QUICK_RUNTIME.__dict__, "model": str(tiny_model_dir)})
+    outcome = run(project, runtime_check=spec)
+    assert outcome.status == "done", outcome.reason
+    fix_prompt = server.prompt_text(4)
+    assert "runtime_check" in fix_prompt and "unexpected keyword argument 'agents'" in fix_prompt
+    assert "(wrong_signature)" in fix_prompt
+    assert fix_commits(project)[0].startswith("fix attempt 1: runtime_check edited train.py")
+    assert (project / "runs/r1/runtime_check/train.logs").read_text().count(" train ") == 1
+
+
+def test_guard_violation_is_fixed_by_an_edit(project, tmp_path, httpserver, anthropic_env, tiny_model_dir):
+    names = 'ACTION_NAMES = ["collect_nearest_apple", "clean_nearest_dirt", "move_to", "move", "clean", "stay"{}]'
+    replies = generation_replies(tmp_path, prompt_template_py=(names.format(""), names.format(', "dance"')))
+    replies.append(edit("prompt_template.py", names.format(', "dance"'), names.format("")))
+    server = ScriptedServer(httpserver, replies)
+    anthropic_env(server)
+    spec = RuntimeCheckSpec(**{**QUICK_RUNTIME.__dict__, "model": str(tiny_model_dir)})
+    outcome = run(project, runtime_check=spec)
+    assert outcome.status == "done", outcome.reason
+    assert "unknown-action prompt_template.py" in server.prompt_text(4)
+    assert fix_commits(project)[0].startswith("fix attempt 1: rules edited prompt_template.py")
+
+
+def test_an_edit_to_a_protected_file_is_refused_before_it_touches_disk(project, tmp_path, httpserver, anthropic_env,
+                                                                      tiny_model_dir):
+    replies = generation_replies(tmp_path, train_py=("import prompt_template\n", "import prompt_templates\n"))
+    replies.append(edit("env_move.py", 'ACTIONS', 'ACTIONS_RENAMED'))
+    replies.append(edit("train.py", "import prompt_templates", "import prompt_template"))
+    server = ScriptedServer(httpserver, replies)
+    anthropic_env(server)
+    spec = RuntimeCheckSpec(**{**QUICK_RUNTIME.__dict__, "model": str(tiny_model_dir)})
+    outcome = run(project, runtime_check=spec)
+    assert outcome.status == "done", outcome.reason
+    assert "refused: env_move.py must never be edited" in server.prompt_text(5)
+    source = (project / "source_of_truth/env_move.py").read_bytes()
+    assert (project / "workspace/generated/env_move.py").read_bytes() == source
+    history = git.Repo(project / "workspace").git.log("run/r1", "--format=%s", "--", "generated/env_move.py")
+    assert history.splitlines() == ["setup attempt 1: source of truth copied"]
+
+
+def test_a_hopeless_loop_escalates_then_ends_blocked(project, tmp_path, httpserver, anthropic_env):
+    replies = generation_replies(tmp_path, train_py=("import prompt_template\n", "import prompt_templates\n"))
+    useless = edit("train.py", "import env_move", "import env_move  # the game")
+    replies += [useless, edit("train.py", "import env_move  # the game", "import env_move  # the grid game")]
+    server = ScriptedServer(httpserver, replies)
+    anthropic_env(server)
+    outcome = run(project, limits=Limits(max_attempts_per_check=2))
+    assert outcome.status == "blocked"
+    assert "import_check still failing after 2 fix attempts" in outcome.reason
+    assert "The same failure came back after a fix" in server.prompt_text(5)
+    assert "=== FILE: helpers.py ===" in server.prompt_text(5)  # escalation shows every file in full
+    report = (project / "runs/r1/report.md").read_text()
+    assert "blocked" in report and "No module named 'prompt_templates'" in report
+    assert len(fix_commits(project)) == 2
