@@ -7,7 +7,7 @@ cap); 130 interrupted (resume continues).
 
 from __future__ import annotations
 
-import shutil
+import json
 import sys
 import time
 from pathlib import Path
@@ -18,10 +18,10 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.checks import RuntimeCheckSpec
-from orchestrator.execution import execute
+from orchestrator.formal import DEFAULT_MODEL, FormalSpec
 from orchestrator.runner import (RunOutcome, SetupError, check_source_of_truth, list_runs, resume_run, run_summary,
                                  start_run)
-from orchestrator.state import Limits
+from orchestrator.state import Limits, spent
 from orchestrator.workspace import Workspace, WorkspaceError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +53,19 @@ def _bad_input(message: str) -> None:
     raise typer.Exit(2)
 
 
+def _pinned_values(pairs: list[str]) -> dict:
+    values = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep:
+            _bad_input(f"--formal-set takes KEY=VALUE, got {pair!r}")
+        try:
+            values[key] = json.loads(text)
+        except json.JSONDecodeError:
+            values[key] = text
+    return values
+
+
 @app.command()
 def run(
     llm: str = typer.Option("anthropic", help="anthropic, anthropic:MODEL or replay:TRANSCRIPT.json"),
@@ -62,15 +75,24 @@ def run(
     max_attempts: int = typer.Option(5, help="fix attempts per failing check before the run is blocked"),
     check_model: str = typer.Option("", help="model for the runtime check; default: a tiny local random model"),
     check_episodes: int = typer.Option(10, help="episodes of the runtime check's short training run"),
+    formal_model: str = typer.Option("", help=f"default: {DEFAULT_MODEL} with GPUs, the tiny local model without"),
+    formal_set: list[str] = typer.Option([], help="KEY=VALUE config values that win over the LLM's proposal"),
+    slurm: bool = typer.Option(False, help="sbatch the formal run when SLURM is present"),
+    formal_timeout: Optional[float] = typer.Option(None, help="wall-clock cap in seconds for one formal run"),
+    hang_seconds: float = typer.Option(1800.0, help="no new update for this long stops the formal run as hung"),
+    fresh: bool = typer.Option(False, help="start from an empty workspace branch instead of earlier outputs"),
+    until: str = typer.Option("", help="stop once this node has passed, e.g. runtime_check (default: the end)"),
     run_id: Optional[str] = typer.Option(None, help="default: a new time-stamped id"),
     project_root: Path = RootOption,
 ) -> None:
     """The whole pipeline, Step 0 to the end."""
     limits = Limits(max_cost_usd=max_cost, max_tokens=max_tokens, max_attempts_per_check=max_attempts)
     spec = RuntimeCheckSpec(model=check_model, real_model=bool(check_model), episodes=check_episodes)
+    formal = FormalSpec(model=formal_model, pinned=_pinned_values(formal_set), use_slurm=slurm,
+                        timeout_s=formal_timeout, hang_seconds=hang_seconds)
     try:
         outcome = start_run(project_root, llm=llm, source_of_truth=source_of_truth, limits=limits, runtime_check=spec,
-                            run_id=run_id, on_event=_print_event)
+                            formal=formal, fresh=fresh, until=until, run_id=run_id, on_event=_print_event)
     except (SetupError, WorkspaceError) as exc:
         _bad_input(str(exc))
     _finish(outcome)
@@ -175,28 +197,24 @@ def check(
 
 
 @app.command()
-def demo(runs_dir: Path = typer.Option(PROJECT_ROOT / "runs", help="where the demo run folder goes")) -> None:
-    """Offline smoke run: the reference generated files train the tiny local model for two updates."""
-    folder = runs_dir / "demo-reference" / "generated"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    for src in [*(PROJECT_ROOT / "source_of_truth").glob("*.py"),
-                *(PROJECT_ROOT / "tests" / "fixtures" / "reference_generated").iterdir()]:
-        shutil.copy2(src, folder / src.name)
-    from orchestrator.tiny_model import build_tiny_model  # torch and transformers: only when needed
+def demo(project_root: Path = RootOption) -> None:
+    """The whole pipeline offline: a recorded LLM, the tiny local model, no network, no GPU, no key."""
+    from orchestrator.demo import run_demo
 
-    model = build_tiny_model(PROJECT_ROOT / "models" / "tiny-qwen3")
-    console.print(f"[bold]training[/] the reference files in {folder} on the tiny model {model}")
-    result = execute(["bash", "launch_training.sh", "--model_name", str(model), "--episodes", "4", "--group_size", "2",
-                      "--max_env_steps", "3", "--max_thinking_tokens", "16", "--max_action_tokens", "16",
-                      "--eval_interval", "1", "--eval_episodes", "2", "--save_interval", "0"],
-                     folder, timeout_s=900, env={"PYTHON": sys.executable})
-    console.print(result.stdout)
-    if not result.ok:
-        console.print(result.stderr[-3000:])
-        raise typer.Exit(1)
-    console.print(f"[green]done[/] in {result.seconds:.0f} s: logs in {folder / 'train.logs'} and "
-                  f"{folder / 'Sample_EP.logs'}")
+    started = time.monotonic()
+    outcome = run_demo(project_root.resolve(), on_event=_print_event)
+    tokens, cost = spent(outcome.state)
+    run_dir = project_root.resolve() / "runs" / outcome.run_id
+    console.print(f"\n[bold]demo summary[/] ({time.monotonic() - started:.0f} s wall time)")
+    console.print(f"  files: {project_root.resolve() / 'workspace' / 'generated'}")
+    for a in outcome.state.get("attempts") or []:
+        console.print(f"    {a['node']} attempt {a['attempt']}: {a['outcome']}  ({a['tokens']} tokens)",
+                      markup=False, highlight=False)
+    console.print(f"  tokens (recorded): {tokens}, cost at API prices: ${cost:.2f}")
+    console.print(f"  formal run logs: {outcome.state.get('formal_log_dir', '-')}")
+    console.print(f"  ideas: {project_root.resolve() / 'workspace' / 'future_improvements.md'}")
+    console.print(f"  action log: {project_root.resolve() / 'claude.logs'}; events, report: {run_dir}")
+    _finish(outcome)
 
 
 def main() -> None:

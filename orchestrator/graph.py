@@ -1,8 +1,8 @@
 """The StateGraph: nodes, edges and routers. Nodes live in orchestrator/nodes; this file only wires them.
 
     setup -> generate_helpers -> generate_prompts -> generate_train -> generate_launch
-          -> rules -> import_check -> runtime_check -> finish
-    a failing check -> fix -> rules (every check re-runs, cheapest first)
+          -> rules -> import_check -> runtime_check -> formal_train -> review -> finish
+    a failing check or a stopped formal run -> fix -> rules (every check re-runs, cheapest first)
     a stopped run (blocked, budget, failed) -> finish
 """
 
@@ -18,33 +18,38 @@ from orchestrator.nodes.checks import CHECK_NODES
 from orchestrator.nodes.finish import finish
 from orchestrator.nodes.fix import fix
 from orchestrator.nodes.generate import STEPS, make_node
+from orchestrator.nodes.review import review
 from orchestrator.nodes.setup import setup
+from orchestrator.nodes.train import formal_train
 from orchestrator.state import RunContext, RunState
 
 STOP_STATUSES = ("blocked", "failed", "budget")
 GENERATION = ("setup", *(step.node for step in STEPS))
-CHECKS = ("rules", "import_check", "runtime_check")
+CHECKS = ("rules", "import_check", "runtime_check", "formal_train")
+NODES = (*GENERATION, *CHECKS, "fix", "review", "finish")
 
 
 def is_stopped(state: RunState) -> bool:
     return state.get("status") in STOP_STATUSES
 
 
-def continue_to(next_node: str) -> Callable[[RunState], str]:
-    """Router after a generation step: on to `next_node`, or to `finish` once the run has stopped."""
+def continue_to(node: str, next_node: str) -> Callable[[RunState], str]:
+    """Router after a step: on to `next_node`, or to `finish` once the run has stopped or reached `until`."""
     def route(state: RunState) -> str:
-        return "finish" if is_stopped(state) else next_node
-    route.__name__ = f"route_to_{next_node}"
+        return "finish" if is_stopped(state) or state.get("until") == node else next_node
+    route.__name__ = f"route_{node}_to_{next_node}"
     return route
 
 
-def after_check(next_node: str) -> Callable[[RunState], str]:
+def after_check(node: str, next_node: str) -> Callable[[RunState], str]:
     """Router after a check: `fix` when it left evidence, `finish` when its fix budget is spent."""
     def route(state: RunState) -> str:
         if is_stopped(state):
             return "finish"
-        return "fix" if state.get("evidence") else next_node
-    route.__name__ = f"route_after_check_to_{next_node}"
+        if state.get("evidence"):
+            return "fix"
+        return "finish" if state.get("until") == node else next_node
+    route.__name__ = f"route_after_{node}_to_{next_node}"
     return route
 
 
@@ -55,14 +60,17 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
         builder.add_node(step.node, make_node(step))
     for name, node in CHECK_NODES.items():
         builder.add_node(name, node)
+    builder.add_node("formal_train", formal_train)
     builder.add_node("fix", fix)
+    builder.add_node("review", review)
     builder.add_node("finish", finish)
 
     builder.add_edge(START, "setup")
     for node, next_node in zip(GENERATION, (*GENERATION[1:], CHECKS[0])):
-        builder.add_conditional_edges(node, continue_to(next_node), [next_node, "finish"])
-    for node, next_node in zip(CHECKS, (*CHECKS[1:], "finish")):
-        builder.add_conditional_edges(node, after_check(next_node), list(dict.fromkeys([next_node, "fix", "finish"])))
-    builder.add_conditional_edges("fix", continue_to("rules"), ["rules", "finish"])
+        builder.add_conditional_edges(node, continue_to(node, next_node), [next_node, "finish"])
+    for node, next_node in zip(CHECKS, (*CHECKS[1:], "review")):
+        builder.add_conditional_edges(node, after_check(node, next_node), [next_node, "fix", "finish"])
+    builder.add_conditional_edges("fix", continue_to("fix", "rules"), ["rules", "finish"])
+    builder.add_edge("review", "finish")
     builder.add_edge("finish", END)
     return builder.compile(checkpointer=checkpointer)

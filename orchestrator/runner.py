@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+import traceback
 import uuid
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
@@ -18,7 +19,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from orchestrator.actionlog import ActionLog, Event
 from orchestrator.checks import RuntimeCheckSpec
-from orchestrator.graph import build_graph
+from orchestrator.formal import FormalSpec
+from orchestrator.graph import NODES, build_graph
 from orchestrator.limits import RunStopped
 from orchestrator.llm import LLMError, make_llm
 from orchestrator.state import SOURCE_FILES, Limits, RunContext, RunState, spent
@@ -39,6 +41,8 @@ class RunSettings:
     source_of_truth: str
     limits: dict[str, Any] = field(default_factory=dict)
     runtime_check: dict[str, Any] = field(default_factory=dict)  # RuntimeCheckSpec fields; model "" = tiny local
+    formal: dict[str, Any] = field(default_factory=dict)  # FormalSpec fields
+    fresh: bool = False  # start from the workspace's initial commit instead of earlier runs' outputs
     status: str = "created"
     exit_reason: str = ""
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S"))
@@ -107,22 +111,27 @@ def make_context(settings: RunSettings, on_event: Callable[[str], None]) -> RunC
     return RunContext(run_id=settings.run_id, project_root=root, source_of_truth=Path(settings.source_of_truth),
                       run_dir=settings.run_dir, workspace=Workspace.open(root / "workspace"), llm=llm,
                       log=ActionLog(root / "claude.logs", settings.run_dir), limits=Limits(**settings.limits),
-                      runtime_check=RuntimeCheckSpec(**settings.runtime_check), on_event=on_event)
+                      runtime_check=RuntimeCheckSpec(**settings.runtime_check), formal=FormalSpec(**settings.formal),
+                      fresh=settings.fresh, on_event=on_event)
 
 
 def start_run(project_root: Path, *, llm: str, source_of_truth: Path | None = None, limits: Limits = Limits(),
               runtime_check: RuntimeCheckSpec = RuntimeCheckSpec(model="", real_model=False),
-              run_id: str | None = None, on_event: Callable[[str], None] = lambda line: None) -> RunOutcome:
+              formal: FormalSpec = FormalSpec(), fresh: bool = False, until: str = "", run_id: str | None = None,
+              on_event: Callable[[str], None] = lambda line: None) -> RunOutcome:
+    if until and until not in NODES:
+        raise SetupError(f"--until {until!r} is not a node; nodes: {', '.join(NODES)}")
     source = (source_of_truth or project_root / "source_of_truth").resolve()
     check_source_of_truth(source)
     settings = RunSettings(run_id=run_id or new_run_id(), llm=llm, project_root=str(project_root.resolve()),
-                           source_of_truth=str(source), limits=asdict(limits), runtime_check=asdict(runtime_check))
+                           source_of_truth=str(source), limits=asdict(limits), runtime_check=asdict(runtime_check),
+                           formal=asdict(formal), fresh=fresh)
     ctx = make_context(settings, on_event)  # fails on a missing API key before anything is written
     settings.status = "running"
     settings.save()
     ctx.log.record(Event(settings.run_id, "run", "start", "python -m orchestrator run",
                          f"llm={llm}; source of truth {source}; limits {asdict(limits)}"))
-    return _drive(settings, ctx, {"run_id": settings.run_id}, thread(settings.run_id))
+    return _drive(settings, ctx, {"run_id": settings.run_id, "until": until}, thread(settings.run_id))
 
 
 def resume_run(project_root: Path, run_id: str, *, from_node: str | None = None,
@@ -185,6 +194,10 @@ def _drive(settings: RunSettings, ctx: RunContext, graph_input: RunState | None,
             status, reason = "failed", f"LLM error: {exc}"
         except KeyboardInterrupt:
             status, reason = "interrupted", "interrupted by the user; resume with `python -m orchestrator resume RUN`"
+        except Exception as exc:  # a bug or an environment failure: keep the run resumable and say where to look
+            (settings.run_dir / "crash.log").write_text(traceback.format_exc())
+            status, reason = "failed", (f"{type(exc).__name__}: {exc}; traceback in {settings.run_dir / 'crash.log'}; "
+                                        f"resume with `python -m orchestrator resume {settings.run_id}`")
         finally:
             settings.status, settings.exit_reason = status, reason
             settings.save()

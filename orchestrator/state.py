@@ -17,6 +17,7 @@ from typing import Annotated, Any, Callable, TypedDict
 
 from orchestrator.actionlog import ActionLog
 from orchestrator.checks import RuntimeCheckSpec
+from orchestrator.formal import FormalSpec
 from orchestrator.llm import LLM
 from orchestrator.workspace import Workspace
 
@@ -36,6 +37,7 @@ def merge_ledger(left: dict[str, dict[str, float]], right: dict[str, dict[str, f
 
 class RunState(TypedDict, total=False):
     run_id: str
+    until: str  # stop once this node has passed ("" = the whole pipeline)
     status: str  # running | done | blocked | budget | failed
     exit_reason: str  # one line: why the run stopped
     probe: dict[str, Any]  # ProbeResult.to_dict()
@@ -43,6 +45,7 @@ class RunState(TypedDict, total=False):
     attempts: Annotated[list[dict[str, Any]], operator.add]  # node, attempt, outcome, sha, tokens, cost_usd
     skipped: Annotated[list[str], operator.add]  # nodes whose outputs existed and passed their checks
     evidence: dict[str, Any] | None  # the last failing check's evidence, for fix
+    formal_log_dir: str  # the latest formal run's train.logs / Sample_EP.logs folder, for review
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,9 @@ class RunContext:
     log: ActionLog
     limits: Limits = field(default_factory=Limits)
     runtime_check: RuntimeCheckSpec = field(default_factory=lambda: RuntimeCheckSpec(model="", real_model=False))
+    formal: FormalSpec = field(default_factory=FormalSpec)
     prompts_dir: Path | None = None
+    fresh: bool = False  # the run's branch starts from the workspace's initial commit, not earlier outputs
     on_event: Callable[[str], None] = lambda line: None  # progress lines for the terminal
 
     @property

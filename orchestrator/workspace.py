@@ -127,12 +127,16 @@ class Workspace:
                 self._repo = git.Repo(self.root)
         return self._repo
 
-    def checkout_run_branch(self, run_id: str) -> None:
-        """Check out ``run/<run_id>``, creating it from the current HEAD if it does not exist."""
+    def checkout_run_branch(self, run_id: str, *, fresh: bool = False) -> None:
+        """Check out ``run/<run_id>``, creating it if it does not exist: from the current HEAD (so a
+        re-run reuses earlier outputs) or, when ``fresh``, from the workspace's initial commit."""
         branch = f"run/{run_id}"
         with _git_errors(f"cannot check out {branch}"):
             if branch in self.repo.heads:
                 self.repo.git.checkout(branch)
+            elif fresh:
+                root = self.repo.git.rev_list("--max-parents=0", "HEAD").splitlines()[-1]
+                self.repo.git.checkout("-b", branch, root)
             else:
                 self.repo.git.checkout("-b", branch)
 

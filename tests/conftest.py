@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_OF_TRUTH = ROOT / "source_of_truth"
-REFERENCE = ROOT / "tests" / "fixtures" / "reference_generated"
+REFERENCE = ROOT / "examples" / "reference_generated"
 
 
 @pytest.fixture(scope="session")

@@ -48,7 +48,7 @@ QUICK_RUNTIME = RuntimeCheckSpec(model="", real_model=False, episodes=2, group_s
 
 def run(project: Path, **kwargs):
     return start_run(project, llm="anthropic", run_id="r1", runtime_check=kwargs.pop("runtime_check", QUICK_RUNTIME),
-                     **kwargs)
+                     until="runtime_check", **kwargs)
 
 
 def fix_commits(project: Path) -> list[str]:

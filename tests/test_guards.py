@@ -361,7 +361,7 @@ def test_observation_to_text_wrong_parameters(generated_dir: Path) -> None:
 # ---------------------------------------------------------------- only, check_all
 
 def test_only_helpers_after_step_one(tmp_path: Path) -> None:
-    shutil.copy(SOURCE_OF_TRUTH.parent / "tests/fixtures/reference_generated/helpers.py", tmp_path / "helpers.py")
+    shutil.copy(SOURCE_OF_TRUTH.parent / "examples/reference_generated/helpers.py", tmp_path / "helpers.py")
     assert check(tmp_path, only=["helpers.py"]) == []
     mutate(tmp_path, "helpers.py", "def observation_to_text(", "def describe(")
     assert rules(check(tmp_path, only=["helpers.py"])) == ["observation-to-text-missing"]

@@ -9,27 +9,21 @@ from pathlib import Path
 
 import git
 import pytest
-from conftest import GENERATION_STEPS, file_answer, reference_replies, write_transcript
+from conftest import GENERATION_STEPS, REFERENCE, file_answer, reference_replies, write_transcript
 from messages_api import sse, stream_events
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from orchestrator.checks import RuntimeCheckSpec
 from orchestrator.graph import build_graph
 import orchestrator.runner as runner
 from orchestrator.runner import SetupError, resume_run
 from orchestrator.state import Limits
 
 @pytest.fixture(autouse=True)
-def quick_runtime_check(monkeypatch, tiny_model_dir):
-    """Steps 0-4 are under test here: the runtime check runs one tiny update."""
-    import orchestrator.runner as runner
-
-    spec = RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=2, group_size=2, max_env_steps=1,
-                            max_thinking_tokens=4, max_action_tokens=4)
+def steps_zero_to_four(monkeypatch):
+    """Steps 0-4 are under test here: runs stop once generate_launch has passed."""
     original = runner.start_run
-    monkeypatch.setattr(runner, "start_run", lambda *a, **k: original(*a, **{"runtime_check": spec, **k}))
-    return spec
+    monkeypatch.setattr(runner, "start_run", lambda *a, **k: original(*a, **{"until": "generate_launch", **k}))
 
 
 GENERATED = ["helpers.py", "helper_readme.md", "prompt_template.py", "train.py", "launch_training.sh"]
@@ -45,7 +39,7 @@ def test_run_writes_the_five_files_and_commits_each_attempt(project: Path, tmp_p
     assert outcome.status == "done"
     generated = project / "workspace" / "generated"
     for name in GENERATED:
-        assert (generated / name).read_text() == (Path(__file__).parent / "fixtures/reference_generated" / name).read_text()
+        assert (generated / name).read_text() == (REFERENCE / name).read_text()
     repo = git.Repo(project / "workspace")
     assert repo.active_branch.name == "run/r1"
     messages = [c.message for c in repo.iter_commits("run/r1")][::-1]
@@ -165,7 +159,7 @@ def test_resume_after_the_process_is_killed_mid_run(project: Path, httpserver: H
     httpserver.expect_request("/v1/messages", method="POST").respond_with_handler(handler)
     env = {**os.environ, "ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": httpserver.url_for("")}
     command = [sys.executable, "-m", "orchestrator", "run", "--run-id", "r1", "--project-root", str(project),
-               "--check-episodes", "2"]
+               "--until", "generate_launch"]
     child["proc"] = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     assert child["proc"].wait(timeout=120) == -signal.SIGKILL
     assert not (project / "workspace/generated/train.py").exists()
@@ -182,12 +176,10 @@ def test_resume_after_the_process_is_killed_mid_run(project: Path, httpserver: H
 def test_graph_shape_is_stable():
     mermaid = build_graph().get_graph().draw_mermaid()
     edges = sorted(line.strip().rstrip(";") for line in mermaid.splitlines() if "->" in line)
-    assert edges == sorted([
-        "__start__ --> setup", "finish --> __end__",
-        "setup -.-> generate_helpers", "generate_helpers -.-> generate_prompts",
-        "generate_prompts -.-> generate_train", "generate_train -.-> generate_launch", "generate_launch -.-> rules",
-        "rules -.-> import_check", "import_check -.-> runtime_check", "runtime_check -.-> finish",
-        "rules -.-> fix", "import_check -.-> fix", "runtime_check -.-> fix", "fix -.-> rules",
-        *(f"{node} -.-> finish" for node in ("setup", "generate_helpers", "generate_prompts", "generate_train",
-                                            "generate_launch", "rules", "import_check", "fix")),
-    ])
+    chain = ["setup", "generate_helpers", "generate_prompts", "generate_train", "generate_launch", "rules",
+             "import_check", "runtime_check", "formal_train", "review"]
+    expected = ["__start__ --> setup", "finish --> __end__", "review --> finish", "fix -.-> rules", "fix -.-> finish"]
+    expected += [f"{a} -.-> {b}" for a, b in zip(chain, chain[1:]) if a != "review"]
+    expected += [f"{node} -.-> finish" for node in chain[:-1]]
+    expected += [f"{check} -.-> fix" for check in ("rules", "import_check", "runtime_check", "formal_train")]
+    assert edges == sorted(expected)

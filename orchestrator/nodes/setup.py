@@ -14,7 +14,7 @@ def setup(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
     with ctx.log.action(ctx.run_id, "setup", "prepare_workspace",
                         "Step 0: each run works on its own branch of the workspace repository") as entry:
-        ctx.workspace.checkout_run_branch(ctx.run_id)
+        ctx.workspace.checkout_run_branch(ctx.run_id, fresh=ctx.fresh)
         copied = []
         for name in SOURCE_FILES:
             rel = f"{GENERATED_DIR}/{name}"

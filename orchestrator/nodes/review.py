@@ -1,0 +1,58 @@
+"""review: Sample_EP.logs and train.logs trends -> future_improvements.md (ideas only, never applied)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from langgraph.runtime import Runtime
+
+from orchestrator.actionlog import Event
+from orchestrator.asking import ask
+from orchestrator.edits import WHOLE_FILE_FORMAT, parse_files
+from orchestrator.execution import tail
+from orchestrator.limits import ensure_budget
+from orchestrator.monitor import parse_log, summarize_trends
+from orchestrator.prompts import file_blocks, render
+from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
+
+IDEAS_FILE = "future_improvements.md"
+SAMPLE_CHARS = 12000
+
+
+def parse_ideas(text: str) -> str:
+    files = {block.path.rsplit("/", 1)[-1]: block.content for block in parse_files(text)}
+    content = files.get(IDEAS_FILE, "")
+    if "## " not in content or "Evidence:" not in content:
+        raise ValueError(f"{IDEAS_FILE} must hold ideas as `## title` sections, each with an `Evidence:` line")
+    return content
+
+
+def review(state: RunState, runtime: Runtime[RunContext]) -> dict:
+    ctx = runtime.context
+    ensure_budget(state, ctx.limits, "review")
+    log_dir = Path(state["formal_log_dir"])
+    train_log = (log_dir / "train.logs").read_text() if (log_dir / "train.logs").exists() else ""
+    samples = (log_dir / "Sample_EP.logs").read_text() if (log_dir / "Sample_EP.logs").exists() else ""
+    prompt = render("review", ctx.prompts_dir, trends=summarize_trends(parse_log(train_log)),
+                    samples=tail(samples, SAMPLE_CHARS) or "(no sampled episode was logged)",
+                    file_format=WHOLE_FILE_FORMAT)
+    readme = ctx.workspace.read(f"{GENERATED_DIR}/helper_readme.md") or ""
+    ctx.on_event("review: asking for ideas from Sample_EP.logs and the reward trends")
+    answer = ask(ctx.llm, [{"role": "user", "content": prompt}], parse_ideas, system=render("system", ctx.prompts_dir),
+                 tag="review", cache_prefix=file_blocks({"helper_readme.md": readme}))
+    row = answer.ledger_row()
+    tokens = int(row["tokens"])
+    attempt = attempt_count(state, "review") + 1
+    if answer.parsed is None:
+        outcome, sha = f"no usable ideas: {answer.error[:200]}", None
+    else:
+        ctx.workspace.write(IDEAS_FILE, answer.parsed)
+        (ctx.run_dir / IDEAS_FILE).write_text(answer.parsed)
+        ideas = answer.parsed.count("\n## ") + answer.parsed.startswith("## ")
+        outcome = f"{ideas} ideas written, none applied"
+        sha = ctx.workspace.commit([IDEAS_FILE], node="review", attempt=attempt, outcome=outcome, tokens=tokens)
+    ctx.log.record(Event(ctx.run_id, "review", "llm_review", "ideas from the formal run's samples, for the researcher",
+                         outcome, tokens=tokens, cost_usd=answer.cost_usd, extra={"sha": sha}))
+    ctx.on_event(f"review: {outcome}")
+    return {"ledger": {"review": row}, "attempts": [{"node": "review", "attempt": attempt, "outcome": outcome,
+                                                     "sha": sha, "tokens": tokens, "cost_usd": answer.cost_usd}]}

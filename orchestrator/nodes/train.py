@@ -1,0 +1,123 @@
+"""formal_train: size the config to the GPUs, launch, watch train.logs, stop on a serious anomaly.
+
+The LLM proposes values; impossible ones are refused by the memory arithmetic before launching.
+The job runs as a child process group (or a SLURM job) that this node owns. Its logs and the
+reproducibility manifest are committed whatever the outcome; a serious anomaly becomes evidence
+for `fix`, after which every check re-runs and the formal run restarts, within the fix budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from langgraph.runtime import Runtime
+
+from orchestrator.actionlog import Event
+from orchestrator.asking import ask
+from orchestrator.checks import fingerprint
+from orchestrator.execution import tail
+from orchestrator.formal import (DEFAULT_MODEL, config_values, load_config_class, memory_text, parse_proposal,
+                                 to_args, vet)
+from orchestrator.limits import ensure_budget
+from orchestrator.manifest import write_manifest
+from orchestrator.monitor import MonitorConfig, Progress
+from orchestrator.nodes.checks import fixes_for
+from orchestrator.probe import ProbeResult
+from orchestrator.prompts import file_blocks, render
+from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
+from orchestrator.training_job import JobResult, make_job
+
+TRAINING_DIR = "training"
+
+
+def formal_model(ctx: RunContext, machine: ProbeResult) -> str:
+    if ctx.formal.model:
+        return ctx.formal.model
+    if machine.gpus:
+        return DEFAULT_MODEL
+    from orchestrator.tiny_model import build_tiny_model  # torch and transformers: only when needed
+
+    return str(build_tiny_model(ctx.project_root / "models" / "tiny-qwen3"))
+
+
+def plan(ctx: RunContext, machine: ProbeResult, model: str, config_cls: type):
+    current = {**config_values(config_cls), "model_name": model}
+    prompt = render("plan_formal", ctx.prompts_dir, probe_summary=machine.summary(), model=model, current=current,
+                    estimate=memory_text(current, model, machine), pinned=ctx.formal.pinned)
+    grpo_config = ctx.workspace.read(f"{GENERATED_DIR}/grpo_config.py") or ""
+    return ask(ctx.llm, [{"role": "user", "content": prompt}],
+               lambda text: vet({**parse_proposal(text), **ctx.formal.pinned}, config_cls, model, machine),
+               system=render("system", ctx.prompts_dir), tag="formal_train",
+               cache_prefix=file_blocks({"grpo_config.py": grpo_config}), max_tokens=4000)
+
+
+def describe(progress: Progress) -> str:
+    eta = f", ETA {progress.eta_seconds:.0f} s" if progress.eta_seconds is not None else ""
+    return (f"formal_train: update {progress.update}/{progress.total_updates} episode {progress.episode} "
+            f"reward {progress.reward_mean} loss {progress.loss}{eta}")
+
+
+def evidence_of(result: JobResult, log_tail: str) -> dict:
+    anomaly = result.anomalies[0] if result.anomalies else None
+    kind = anomaly.kind if anomaly else (result.failure_class or result.status)
+    summary = anomaly.message if anomaly else f"the formal run ended {result.status} (exit {result.returncode})"
+    text = "\n\n".join(part for part in (anomaly.evidence if anomaly else "", f"stderr tail:\n{tail(result.stderr_tail, 3000)}",
+                                         f"train.logs tail:\n{log_tail}") if part)
+    return {"check": "formal_train", "kind": kind, "summary": summary, "text": text, "files": ["train.py"],
+            "fingerprint": fingerprint(f"formal_train\n{kind}\n{anomaly.evidence if anomaly else result.stderr_tail}")}
+
+
+def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
+    ctx = runtime.context
+    ensure_budget(state, ctx.limits, "formal_train")
+    machine = ProbeResult.from_dict(state["probe"])
+    model = formal_model(ctx, machine)
+    config_cls = load_config_class(ctx.generated / "grpo_config.py")
+    answer = plan(ctx, machine, model, config_cls)
+    row = answer.ledger_row()
+    attempt = attempt_count(state, "formal_train") + 1
+    spend = {"ledger": {"formal_train": row}}
+    if answer.parsed is None:
+        reason = f"formal_train: no feasible config was proposed: {answer.error.splitlines()[0][:300]}"
+        ctx.log.record(Event(ctx.run_id, "formal_train", "plan", "size the formal run to the GPUs", reason,
+                             tokens=int(row["tokens"]), cost_usd=answer.cost_usd))
+        return {**spend, "status": "blocked", "exit_reason": reason}
+    config = answer.parsed
+    defaults = config_values(config_cls)
+    overrides = {k: v for k, v in config.items() if v != defaults.get(k)}
+    rel_dir = f"{TRAINING_DIR}/formal-{attempt}"
+    log_dir = ctx.workspace.path(rel_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    args = to_args({**overrides, "log_dir": str(log_dir), "output_dir": str(ctx.run_dir / f"formal-{attempt}")})
+    write_manifest(log_dir / "manifest.json", run_id=ctx.run_id, config=config, model_id=model, probe=state["probe"],
+                   source_of_truth=ctx.source_of_truth, seeds={"seed": config["seed"]},
+                   request_ids=answer.request_ids, workspace_sha=ctx.workspace.head_sha())
+    use_slurm = ctx.formal.use_slurm and machine.slurm
+    ctx.log.record(Event(ctx.run_id, "formal_train", "launch", "the formal run, sized to this machine",
+                         f"{'sbatch' if use_slurm else 'bash'} launch_training.sh {' '.join(args)}",
+                         tokens=int(row["tokens"]), cost_usd=answer.cost_usd, extra={"overrides": overrides}))
+    ctx.on_event(f"formal_train: launching with {overrides or 'the default config'} on {model}")
+    job = make_job(ctx.generated / "launch_training.sh", args, use_slurm=use_slurm, log_path=log_dir / "train.logs",
+                   monitor=replace(MonitorConfig(), hang_seconds=ctx.formal.hang_seconds), timeout_s=ctx.formal.timeout_s,
+                   on_progress=lambda p: ctx.on_event(describe(p)))
+    result = job.run()
+    for name, text in (("job.stdout", result.stdout_tail), ("job.stderr", result.stderr_tail)):
+        (log_dir / name).write_text(text)
+    outcome = result.status + (f" ({result.anomalies[0].kind})" if result.anomalies else "")
+    sha = ctx.workspace.commit([rel_dir], node="formal_train", attempt=attempt, outcome=outcome, tokens=int(row["tokens"]),
+                               body=f"model {model}; overrides {overrides}; {len(result.records)} log records")
+    ctx.log.record(Event(ctx.run_id, "formal_train", "watch", "monitor train.logs until the run ends or misbehaves",
+                         f"{outcome} after {result.seconds:.0f} s; commit {sha}", extra={"sha": sha}))
+    ctx.on_event(f"formal_train: {outcome} after {result.seconds:.0f} s")
+    update = {**spend, "formal_log_dir": str(log_dir),
+              "attempts": [{"node": "formal_train", "attempt": attempt, "outcome": outcome, "sha": sha,
+                            "tokens": int(row["tokens"]), "cost_usd": answer.cost_usd}]}
+    if result.status == "finished":
+        return {**update, "evidence": None}
+    log_text = (log_dir / "train.logs").read_text() if (log_dir / "train.logs").exists() else ""
+    update["evidence"] = evidence_of(result, tail(log_text, 3000))
+    used = fixes_for(state, "formal_train")
+    if used >= ctx.limits.max_attempts_per_check:
+        update |= {"status": "blocked", "exit_reason": f"formal_train still failing after {used} fixes: "
+                                                       f"{update['evidence']['summary']}"}
+    return update

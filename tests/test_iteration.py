@@ -1,0 +1,65 @@
+"""The formal run and the review: a NaN in a real training child stops it, fix and restart follow;
+the offline demo runs the whole pipeline and leaves every attempt in git."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import git
+from conftest import reference_replies, write_transcript
+
+from orchestrator.checks import RuntimeCheckSpec
+from orchestrator.demo import FORMAL_PROPOSAL, IDEAS
+from orchestrator.formal import FormalSpec
+from orchestrator.runner import start_run
+
+REWARD = "def shape_reward(reward: float, info: dict, agent_id: int) -> float:\n    return reward\n"
+NAN_REWARD = ("def shape_reward(reward: float, info: dict, agent_id: int) -> float:\n"
+              "    return float(\"nan\") if info[\"step\"] >= 3 else reward\n")
+
+
+def reply(tag: str, text: str) -> dict:
+    return {"tag": tag, "text": text, "usage": {"input_tokens": 1000, "output_tokens": 100}}
+
+
+def test_nan_in_the_formal_run_stops_it_then_fix_and_restart(project: Path, tmp_path: Path, tiny_model_dir: Path):
+    replies = reference_replies()
+    train = json.loads(json.dumps(replies[2]))
+    train["text"] = train["text"].replace(REWARD, NAN_REWARD)
+    assert NAN_REWARD in train["text"]
+    replies[2] = train
+    proposal = reply("formal_train", f"```json\n{json.dumps(FORMAL_PROPOSAL)}\n```")
+    fix = reply("fix", "FILE: train.py\n<<<<<<< SEARCH\n" + NAN_REWARD.splitlines()[1] + "\n=======\n"
+                + REWARD.splitlines()[1] + "\n>>>>>>> REPLACE\n")
+    replies += [proposal, fix, proposal, reply("review", f"FILE: future_improvements.md\n````\n{IDEAS}````\n")]
+    # the runtime check plays 2 turns (no NaN yet); the formal run plays 3 and reaches step 3
+    spec = RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=2, max_env_steps=2,
+                            max_thinking_tokens=4, max_action_tokens=4)
+    outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", replies), run_id="r1", runtime_check=spec,
+                        formal=FormalSpec(model=str(tiny_model_dir), timeout_s=600))
+    assert outcome.status == "done", outcome.reason
+    formal = [a for a in outcome.state["attempts"] if a["node"] == "formal_train"]
+    assert formal[0]["outcome"] in ("stopped (nan_loss)", "failed (crash)"), formal[0]
+    assert formal[1]["outcome"] == "finished"
+    fixes = [a for a in outcome.state["attempts"] if a["node"] == "fix"]
+    assert [f["check"] for f in fixes] == ["formal_train"]
+    subjects = git.Repo(project / "workspace").git.log("run/r1", "--format=%s").splitlines()[::-1]
+    assert [s.split(":")[0] for s in subjects[-4:]] == ["formal_train attempt 1", "fix attempt 1",
+                                                        "formal_train attempt 2", "review attempt 1"]
+    first_log = project / "workspace/training/formal-1/train.logs"
+    assert "nan" in first_log.read_text() and (project / "workspace/training/formal-1/manifest.json").exists()
+
+
+def test_the_offline_demo_runs_the_whole_pipeline(project: Path):
+    result = subprocess.run([sys.executable, "-m", "orchestrator", "demo", "--project-root", str(project)],
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "demo summary" in result.stdout and "tokens (recorded)" in result.stdout
+    subjects = git.Repo(project / "workspace").git.log("--format=%s").splitlines()[::-1]
+    nodes = [s.split(" attempt")[0] for s in subjects[1:]]
+    assert nodes == ["setup", "generate_helpers", "generate_prompts", "generate_train", "generate_launch", "fix",
+                     "fix", "formal_train", "review"]
+    assert "import_check edited train.py" in subjects[6] and "runtime_check edited train.py" in subjects[7]
+    ideas = (project / "workspace/future_improvements.md").read_text()
+    assert ideas.count("\n## ") >= 3 and "Evidence:" in ideas

@@ -1,0 +1,329 @@
+"""Launching and watching training jobs: real child processes for the local job (healthy, NaN, crash,
+hang, timeout), a faked sbatch/scontrol/squeue/sacct/scancel for the SLURM job.
+
+No test waits for real time to pass: children report through train.logs, and the hang and timeout
+tests advance an injected clock by minutes per poll."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from orchestrator.monitor import MonitorConfig, Progress
+from orchestrator.training_job import SlurmJob, TrainingJob, make_job
+
+POLL_S = 0.05
+
+CHILD_PRELUDE = '''\
+import os, signal, subprocess, sys, time
+
+def _fmt(value):
+    return f"{value:.6g}" if isinstance(value, float) else str(value).replace(" ", "_")
+
+def line(kind, **values):
+    """RunLogs.line of grpo_template.py."""
+    fields = " ".join(f"{k}={_fmt(v)}" for k, v in values.items())
+    with open(LOG, "a") as fh:
+        fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {kind} {fields}\\n")
+    print(f"{kind} {fields}", flush=True)
+
+def train(update, loss=0.01):
+    line("train", update=update, episode=8 * update, loss=loss, kl=0.001, grad_norm=0.5, reward_mean=0.1,
+         reward_std=0.3, frac_reward_zero_std=0.0, step_time=1.5)
+
+def block():
+    while True:
+        time.sleep(600)
+'''
+
+
+def write_child(folder: Path, body: str, log: str = "train.logs") -> Path:
+    script = folder / "child.py"
+    script.write_text(CHILD_PRELUDE + f"LOG = {log!r}\n" + textwrap.dedent(body))
+    return script
+
+
+def alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+class FakeClock:
+    """Starts now; each sleep moves it `step_s` on once `ready()`, and really sleeps the poll before."""
+
+    def __init__(self, step_s: float, ready: Callable[[], bool] = lambda: True) -> None:
+        self.now, self.step_s, self.ready = datetime.now(), step_s, ready
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        if self.ready():
+            self.now += timedelta(seconds=self.step_s)
+        else:
+            time.sleep(seconds)
+
+
+def has_train_line(log: Path) -> Callable[[], bool]:
+    return lambda: log.exists() and " train " in log.read_text()
+
+
+def local_job(tmp_path: Path, script: Path, **kwargs) -> TrainingJob:
+    return TrainingJob([sys.executable, str(script)], tmp_path, tmp_path / "train.logs", poll_s=POLL_S, **kwargs)
+
+
+# ---------------------------------------------------------------- local jobs
+
+
+def test_nan_loss_stops_the_whole_process_group(tmp_path: Path) -> None:
+    script = write_child(tmp_path, """
+        worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        with open("pids.txt", "w") as fh:
+            fh.write(f"{os.getpid()} {worker.pid}")
+        print("loading model", file=sys.stderr, flush=True)
+        line("start", model="tiny", updates=10, episodes=80)
+        train(1)
+        train(2)
+        train(3, loss=float("nan"))
+        block()
+    """)
+    started = time.monotonic()
+    job = local_job(tmp_path, script)
+    result = job.run()
+
+    assert time.monotonic() - started < 10
+    assert result.status == "stopped"
+    assert result.anomalies[0].kind == "nan_loss" and result.anomalies[0].update == 3
+    assert [r.values["update"] for r in result.records if r.kind == "train"] == [1, 2, 3]
+    pids = [int(p) for p in (tmp_path / "pids.txt").read_text().split()]
+    assert pids[0] == job.pid
+    assert not any(alive(pid) for pid in pids)
+    assert "train update=3" in (tmp_path / "job.stdout").read_text()
+    assert "loading model" in (tmp_path / "job.stderr").read_text()
+    assert "loading model" in result.stderr_tail
+
+
+def test_healthy_job_finishes_and_reports_progress(tmp_path: Path) -> None:
+    # an earlier run's lines in the appended log are not this job's: its NaN must not stop the new one
+    (tmp_path / "train.logs").write_text("2026-01-01T00:00:00 start updates=9\n"
+                                         "2026-01-01T00:00:01 train update=1 loss=nan\n")
+    script = write_child(tmp_path, """
+        line("start", model="tiny", updates=3, episodes=24)
+        for update in (1, 2, 3):
+            train(update)
+        line("done", updates=3, episodes=24)
+    """)
+    seen: list[Progress] = []
+    out = tmp_path / "evidence"
+    result = local_job(tmp_path, script, on_progress=seen.append, output_dir=out).run()
+
+    assert result.status == "finished" and result.returncode == 0
+    assert len([r for r in result.records if r.kind == "train"]) == 3
+    assert [r.kind for r in result.records] == ["start", "train", "train", "train", "done"]
+    assert not [a for a in result.anomalies if a.serious]
+    assert seen and seen[-1].update == 3 and seen[-1].total_updates == 3
+    assert "done updates=3" in (out / "job.stdout").read_text() and (out / "job.stderr").exists()
+
+
+def test_crash_fails_with_its_cause(tmp_path: Path) -> None:
+    script = write_child(tmp_path, """
+        line("start", model="tiny", updates=3, episodes=24)
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    """)
+    result = local_job(tmp_path, script).run()
+
+    assert result.status == "failed" and result.returncode == 1
+    assert result.anomalies[0].kind == "cuda_oom"
+    assert "Tried to allocate 2.00 GiB" in result.anomalies[0].message
+    assert "Traceback" in result.stderr_tail
+    assert result.failure_class is None
+
+
+def test_hung_child_is_killed_within_seconds(tmp_path: Path) -> None:
+    log = tmp_path / "train.logs"
+    script = write_child(tmp_path, """
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # only SIGKILL ends it
+        line("start", model="tiny", updates=10, episodes=80)
+        train(1)
+        block()
+    """)
+    clock = FakeClock(60.0, ready=has_train_line(log))
+    started = time.monotonic()
+    job = local_job(tmp_path, script, clock=clock, sleep=clock.sleep, stop_grace_s=0.2)
+    result = job.run()
+
+    assert time.monotonic() - started < 10
+    assert result.status == "hung"
+    assert result.anomalies[0].kind == "hung" and result.anomalies[0].update == 1
+    assert result.returncode == -9
+    assert result.seconds >= MonitorConfig().hang_seconds
+    assert job.pid is not None and not alive(job.pid)
+
+
+def test_overall_timeout_stops_the_job(tmp_path: Path) -> None:
+    log = tmp_path / "train.logs"
+    script = write_child(tmp_path, """
+        line("start", model="tiny", updates=10, episodes=80)
+        train(1)
+        block()
+    """)
+    clock = FakeClock(60.0, ready=has_train_line(log))
+    job = local_job(tmp_path, script, clock=clock, sleep=clock.sleep, timeout_s=300)
+    result = job.run()
+
+    assert result.status == "timeout"
+    assert not [a for a in result.anomalies if a.serious]
+    assert job.pid is not None and not alive(job.pid)
+
+
+def test_make_job_runs_the_launch_script_with_this_python(tmp_path: Path) -> None:
+    write_child(tmp_path, """
+        os.makedirs(os.path.dirname(LOG), exist_ok=True)
+        line("start", model="tiny", updates=1, episodes=8)
+        train(1)
+        line("done", updates=1, episodes=8)
+    """, log=str(tmp_path / "logs" / "train.logs"))
+    launch = tmp_path / "launch_training.sh"
+    launch.write_text('#!/usr/bin/env bash\nset -euo pipefail\ncd "$(dirname "$0")"\n'
+                      'exec "${PYTHON:-python}" child.py "$@"\n')
+
+    job = make_job(launch, ["--log_dir", "logs"], use_slurm=False, poll_s=POLL_S)
+    assert isinstance(job, TrainingJob)
+    assert job.command[:2] == ["bash", str(launch.resolve())] and job.env["PYTHON"]
+    assert job.log_path == tmp_path.resolve() / "logs" / "train.logs"
+    result = job.run()
+    assert result.status == "finished", result.stderr_tail
+    assert [r.kind for r in result.records] == ["start", "train", "done"]
+
+
+# ---------------------------------------------------------------- SLURM, faked
+
+JOB_ID = "4242"
+
+
+class FakeSlurm:
+    """sbatch/scontrol/squeue/sacct/scancel; squeue answers `states` in turn (None: gone from the queue),
+    and `appends[i]` lines are written to train.logs when the i-th squeue call is answered."""
+
+    def __init__(self, tmp_path: Path, states: list[str | None], *, sacct: str = "COMPLETED|0:0|None",
+                 test_only: tuple[int, str, str] = (0, "", "sbatch: Job 4242 to start at 2026-11-23T09:40:15"),
+                 appends: dict[int, list[str]] | None = None, output: str = "") -> None:
+        self.log, self.output = tmp_path / "train.logs", tmp_path / f"out-{JOB_ID}.txt"
+        self.output.write_text(output)
+        self.states, self.sacct, self.test_only = states, sacct, test_only
+        self.appends, self.squeue_calls = appends or {}, 0
+        self.calls: list[list[str]] = []
+
+    def __call__(self, cmd: list[str]) -> tuple[int, str, str]:
+        self.calls.append(cmd)
+        tool = cmd[0]
+        if tool == "sbatch":
+            return self.test_only if "--test-only" in cmd else (0, f"{JOB_ID};cluster\n", "")
+        if tool == "scontrol":
+            return 0, f"JobId={JOB_ID} JobName=grpo StdErr={self.output} StdIn=/dev/null StdOut={self.output}\n", ""
+        if tool == "squeue":
+            lines = self.appends.get(self.squeue_calls, [])
+            with self.log.open("a") as fh:
+                fh.writelines(f"{datetime.now():%Y-%m-%dT%H:%M:%S} {line}\n" for line in lines)
+            self.squeue_calls += 1
+            state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+            return (0, f"{state}\n", "") if state else (1, "", "slurm_load_jobs error: Invalid job id specified")
+        if tool == "sacct":
+            return 0, f"{self.sacct}\n{JOB_ID}.batch|{self.sacct.split('|', 1)[1]}\n", ""
+        if tool == "scancel":
+            return 0, "", ""
+        raise AssertionError(f"unexpected command {cmd}")
+
+    def called(self, tool: str) -> list[list[str]]:
+        return [c for c in self.calls if c[0] == tool]
+
+
+def slurm_job(tmp_path: Path, fake: FakeSlurm, clock: FakeClock | None = None) -> SlurmJob:
+    clock = clock or FakeClock(30.0)
+    return SlurmJob(tmp_path / "launch_training.sh", ["--episodes", "24"], tmp_path, tmp_path / "train.logs",
+                    run=fake, poll_s=30.0, clock=clock, sleep=clock.sleep)
+
+
+TRAIN = "train update={u} episode={e} loss=0.01 kl=0.001 grad_norm=0.5 reward_mean=0.1 step_time=1.5"
+
+
+def test_sbatch_test_only_failure_fails_without_submitting(tmp_path: Path) -> None:
+    message = "sbatch: error: Batch job submission failed: Requested node configuration is not available"
+    fake = FakeSlurm(tmp_path, ["RUNNING"], test_only=(1, "", message))
+    result = slurm_job(tmp_path, fake).run()
+
+    assert result.status == "failed" and result.slurm_job_id is None and result.failure_class == "failed"
+    assert "Requested node configuration is not available" in result.stderr_tail
+    assert result.anomalies[0].kind == "sbatch_refused"
+    assert [c[1] for c in fake.called("sbatch")] == ["--test-only"]
+
+
+def test_completed_job_finishes_and_queue_time_is_not_a_hang(tmp_path: Path) -> None:
+    # 4 polls pending at 10 minutes each: 40 minutes in the queue, longer than hang_seconds (30 minutes)
+    states = ["PENDING"] * 4 + ["RUNNING", "RUNNING", None]
+    appends = {4: ["start updates=2 episodes=16", TRAIN.format(u=1, e=8)],
+               5: [TRAIN.format(u=2, e=16), "done updates=2 episodes=16"]}
+    fake = FakeSlurm(tmp_path, states, appends=appends, output="train update=1 ...\n")
+    seen: list[Progress] = []
+    job = slurm_job(tmp_path, fake, FakeClock(600.0))
+    job.on_progress = seen.append
+    result = job.run()
+
+    assert result.status == "finished" and result.returncode == 0 and result.failure_class is None
+    assert result.slurm_job_id == JOB_ID
+    assert [r.kind for r in result.records] == ["start", "train", "train", "done"]
+    assert seen[-1].update == 2
+    assert "train update=1" in result.stdout_tail
+    submit = fake.called("sbatch")
+    assert [c[1] for c in submit] == ["--test-only", "--parsable"]
+    assert submit[1][2:] == [str(tmp_path / "launch_training.sh"), "--episodes", "24"]
+    assert not fake.called("scancel")
+
+
+@pytest.mark.parametrize("sacct, output, failure_class, returncode", [
+    ("OUT_OF_MEMORY|0:125|OutOfMemory", "", "oom", -125),
+    ("TIMEOUT|0:15|TimeLimit", "", "time_limit", -15),
+    ("PREEMPTED|0:15|None", "", "preempted", -15),
+    ("NODE_FAIL|1:0|NodeFail", "", "node_fail", 1),
+    ("FAILED|1:0|NonZeroExitCode", "[rank1]: torch.distributed.DistBackendError: NCCL error in: ...\n", "nccl", 1),
+    ("FAILED|1:0|NonZeroExitCode", "Traceback (most recent call last):\nValueError: bad\n", "failed", 1),
+    ("CANCELLED by 1000|0:15|None", "", "failed", -15),
+])
+def test_slurm_failures_are_classified(tmp_path: Path, sacct: str, output: str, failure_class: str,
+                                       returncode: int) -> None:
+    fake = FakeSlurm(tmp_path, ["RUNNING", None], sacct=sacct, output=output)
+    result = slurm_job(tmp_path, fake).run()
+
+    assert result.status == "failed"
+    assert result.failure_class == failure_class and result.returncode == returncode
+    assert result.anomalies[0].kind == "slurm_" + sacct.split("|")[0].split()[0].lower()
+    assert fake.called("sacct")[0][:3] == ["sacct", "-j", JOB_ID]
+    assert not fake.called("scancel")
+
+
+def test_slurm_anomaly_cancels_the_job(tmp_path: Path) -> None:
+    appends = {1: ["start updates=9 episodes=72", TRAIN.format(u=1, e=8), TRAIN.format(u=2, e=16).replace(
+        "loss=0.01", "loss=nan")]}
+    fake = FakeSlurm(tmp_path, ["RUNNING"], appends=appends)
+    result = slurm_job(tmp_path, fake).run()
+
+    assert result.status == "stopped" and result.anomalies[0].kind == "nan_loss"
+    assert fake.called("scancel") == [["scancel", JOB_ID]]
+
+
+def test_silent_running_slurm_job_is_hung_and_cancelled(tmp_path: Path) -> None:
+    fake = FakeSlurm(tmp_path, ["RUNNING"], appends={0: ["start updates=9 episodes=72"]})
+    result = slurm_job(tmp_path, fake, FakeClock(300.0)).run()
+
+    assert result.status == "hung" and result.anomalies[0].kind == "hung"
+    assert fake.called("scancel") == [["scancel", JOB_ID]]
