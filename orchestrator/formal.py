@@ -87,3 +87,25 @@ def to_args(values: dict[str, Any]) -> list[str]:
     for name, value in values.items():
         args += [f"--{name}", str(value).lower() if isinstance(value, bool) else str(value)]
     return args
+
+
+TRUNCATION_LIMIT = 0.5  # fraction of completions cut at their token cap
+UNPARSEABLE_LIMIT = 0.5  # invalid-action rate over the last quarter of updates
+MAX_NEW_TOKENS_CAP = 4096
+
+
+def is_stand_in(model: str) -> bool:
+    """The tiny local model, whose outputs are noise: small-issue rules do not apply to it."""
+    return (Path(model) / "tiny_model.json").exists()
+
+
+def token_cap_raise(trends: dict[str, float], config: dict[str, Any]) -> dict[str, int]:
+    """Outputs mostly truncated at max_new_tokens: double both caps (bounded); {} when fine."""
+    if trends.get("completion_clipped_ratio_mean", 0.0) <= TRUNCATION_LIMIT:
+        return {}
+    raised = {k: min(2 * config[k], MAX_NEW_TOKENS_CAP) for k in ("max_thinking_tokens", "max_action_tokens")}
+    return {k: v for k, v in raised.items() if v != config[k]}
+
+
+def mostly_unparseable(trends: dict[str, float]) -> bool:
+    return trends.get("invalid_action_rate_last_quarter", 0.0) > UNPARSEABLE_LIMIT

@@ -53,6 +53,13 @@ def after_check(node: str, next_node: str) -> Callable[[RunState], str]:
     return route
 
 
+def after_formal_train(state: RunState) -> str:
+    """Like any check, plus a restart when a small issue was fixed by raising a config value."""
+    if state.get("restart_formal") and not is_stopped(state):
+        return "formal_train"
+    return after_check("formal_train", "review")(state)
+
+
 def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
     builder = StateGraph(RunState, context_schema=RunContext)
     builder.add_node("setup", setup)
@@ -68,8 +75,9 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
     builder.add_edge(START, "setup")
     for node, next_node in zip(GENERATION, (*GENERATION[1:], CHECKS[0])):
         builder.add_conditional_edges(node, continue_to(node, next_node), [next_node, "finish"])
-    for node, next_node in zip(CHECKS, (*CHECKS[1:], "review")):
+    for node, next_node in zip(CHECKS[:-1], CHECKS[1:]):
         builder.add_conditional_edges(node, after_check(node, next_node), [next_node, "fix", "finish"])
+    builder.add_conditional_edges("formal_train", after_formal_train, ["formal_train", "review", "fix", "finish"])
     builder.add_conditional_edges("fix", continue_to("fix", "rules"), ["rules", "finish"])
     builder.add_edge("review", "finish")
     builder.add_edge("finish", END)

@@ -46,6 +46,7 @@ from orchestrator.probe import Runner
 
 STDERR_TAIL_BYTES = 8 * 1024  # what the detectors see at each poll
 FINAL_TAIL_BYTES = 64 * 1024  # what classifies a job that ended: the traceback may sit above later noise
+KILL_WAIT_S = 5.0  # how long a SIGKILLed process group may take to be gone
 _STDERR_KINDS = frozenset({"cuda_oom", "nccl_error", "crash"})
 
 Clock = Callable[[], datetime]
@@ -221,6 +222,29 @@ class _WatchedJob(ABC):
             self._sleep(self.poll_s)
 
 
+def _live_members(pgid: int) -> list[int]:
+    """Processes of group ``pgid`` that have not exited (zombies aside), from /proc ([] where there is none)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _ppid, group = stat.read_text().rpartition(")")[2].split()[:3]
+        except (OSError, ValueError):  # gone meanwhile
+            continue
+        if group == str(pgid) and state not in ("Z", "X"):
+            members.append(int(stat.parent.name))
+    return members
+
+
+def _group_gone(pgid: int, timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` (real time: signals take a moment to end a process) for the group to exit."""
+    deadline = time.monotonic() + max(timeout_s, 0.0)
+    while _live_members(pgid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 class TrainingJob(_WatchedJob):
     """A local training command in its own process group; ``job.stdout`` / ``job.stderr`` are kept."""
 
@@ -262,10 +286,14 @@ class TrainingJob(_WatchedJob):
     def _stop(self) -> None:
         if self._proc is None:
             return
+        started = time.monotonic()
         stop_process_group(self._proc, self.stop_grace_s)
-        # the leader can exit on SIGTERM before its workers (accelerate launch): nothing of the group may stay
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self._proc.pid, signal.SIGKILL)
+        # the leader can exit before its workers (accelerate launch); they got the same SIGTERM and the
+        # rest of the grace, then SIGKILL: nothing of the group may outlive the job
+        if not _group_gone(self._proc.pid, self.stop_grace_s - (time.monotonic() - started)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            _group_gone(self._proc.pid, KILL_WAIT_S)
 
     def _ended(self, watch: _Watch) -> _Ending:
         assert self._proc is not None

@@ -80,7 +80,8 @@ def fix(state: RunState, runtime: Runtime[RunContext]) -> dict:
     row = answer.ledger_row()
     tokens = int(row["tokens"])
     attempt = attempt_count(state, "fix") + 1
-    record = {"node": "fix", "attempt": attempt, "check": evidence["check"], "fingerprint": evidence["fingerprint"],
+    record = {"node": "fix", "attempt": attempt, "check": evidence["check"], "kind": evidence.get("kind", ""),
+              "fingerprint": evidence["fingerprint"],
               "summary": evidence["summary"], "tokens": tokens, "cost_usd": answer.cost_usd, "escalated": escalated}
     if answer.parsed is None:
         outcome, sha, changed = f"unusable edit: {answer.error.splitlines()[0][:200]}", None, False

@@ -16,11 +16,11 @@ from orchestrator.actionlog import Event
 from orchestrator.asking import ask
 from orchestrator.checks import fingerprint
 from orchestrator.execution import tail
-from orchestrator.formal import (DEFAULT_MODEL, config_values, load_config_class, memory_text, parse_proposal,
-                                 to_args, vet)
+from orchestrator.formal import (DEFAULT_MODEL, config_values, is_stand_in, load_config_class, memory_text,
+                                 mostly_unparseable, parse_proposal, to_args, token_cap_raise, vet)
 from orchestrator.limits import ensure_budget
 from orchestrator.manifest import write_manifest
-from orchestrator.monitor import MonitorConfig, Progress
+from orchestrator.monitor import MonitorConfig, Progress, parse_log, summarize_trends
 from orchestrator.nodes.checks import fixes_for
 from orchestrator.probe import ProbeResult
 from orchestrator.prompts import file_blocks, render
@@ -40,13 +40,13 @@ def formal_model(ctx: RunContext, machine: ProbeResult) -> str:
     return str(build_tiny_model(ctx.project_root / "models" / "tiny-qwen3"))
 
 
-def plan(ctx: RunContext, machine: ProbeResult, model: str, config_cls: type):
+def plan(ctx: RunContext, machine: ProbeResult, model: str, config_cls: type, adjustments: dict):
     current = {**config_values(config_cls), "model_name": model}
     prompt = render("plan_formal", ctx.prompts_dir, probe_summary=machine.summary(), model=model, current=current,
                     estimate=memory_text(current, model, machine), pinned=ctx.formal.pinned)
     grpo_config = ctx.workspace.read(f"{GENERATED_DIR}/grpo_config.py") or ""
     return ask(ctx.llm, [{"role": "user", "content": prompt}],
-               lambda text: vet({**parse_proposal(text), **ctx.formal.pinned}, config_cls, model, machine),
+               lambda text: vet({**parse_proposal(text), **adjustments, **ctx.formal.pinned}, config_cls, model, machine),
                system=render("system", ctx.prompts_dir), tag="formal_train",
                cache_prefix=file_blocks({"grpo_config.py": grpo_config}), max_tokens=4000)
 
@@ -67,16 +67,40 @@ def evidence_of(result: JobResult, log_tail: str) -> dict:
             "fingerprint": fingerprint(f"formal_train\n{kind}\n{anomaly.evidence if anomaly else result.stderr_tail}")}
 
 
+def small_issue_fix(state: RunState, ctx: RunContext, model: str, config: dict, log_dir) -> dict:
+    """Small issues of a finished run are fixed directly, each once: truncated outputs raise the token
+    caps and restart; mostly unparseable actions go to fix as a prompt-format problem."""
+    if is_stand_in(model):
+        return {"evidence": None}
+    trends = summarize_trends(parse_log((log_dir / "train.logs").read_text()))
+    raised = token_cap_raise(trends, config)
+    if raised and not state.get("adjustments"):
+        ctx.log.record(Event(ctx.run_id, "formal_train", "adjust", "outputs were mostly cut at their token cap",
+                             f"raising {raised} and restarting the formal run"))
+        return {"evidence": None, "adjustments": raised, "restart_formal": True}
+    tried = any(a.get("check") == "formal_train" and a.get("kind") == "unparseable_actions"
+                for a in state.get("attempts") or [])
+    if mostly_unparseable(trends) and not tried:
+        samples = (log_dir / "Sample_EP.logs").read_text() if (log_dir / "Sample_EP.logs").exists() else ""
+        lines = [line for line in samples.splitlines() if "action output:" in line or "(unparseable" in line]
+        text = "\n".join(lines[-40:]) or "(no sampled episode)"
+        summary = (f"{trends['invalid_action_rate_last_quarter']:.0%} of actions were unparseable or invalid in the "
+                   "last quarter of the run: fix the action prompt format or the parser")
+        return {"evidence": {"check": "formal_train", "kind": "unparseable_actions", "summary": summary, "text": text,
+                             "files": ["prompt_template.py", "train.py"], "fingerprint": fingerprint(summary)}}
+    return {"evidence": None}
+
+
 def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
     ensure_budget(state, ctx.limits, "formal_train")
     machine = ProbeResult.from_dict(state["probe"])
     model = formal_model(ctx, machine)
     config_cls = load_config_class(ctx.generated / "grpo_config.py")
-    answer = plan(ctx, machine, model, config_cls)
+    answer = plan(ctx, machine, model, config_cls, state.get("adjustments") or {})
     row = answer.ledger_row()
     attempt = attempt_count(state, "formal_train") + 1
-    spend = {"ledger": {"formal_train": row}}
+    spend = {"ledger": {"formal_train": row}, "restart_formal": False}
     if answer.parsed is None:
         reason = f"formal_train: no feasible config was proposed: {answer.error.splitlines()[0][:300]}"
         ctx.log.record(Event(ctx.run_id, "formal_train", "plan", "size the formal run to the GPUs", reason,
@@ -113,7 +137,7 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
               "attempts": [{"node": "formal_train", "attempt": attempt, "outcome": outcome, "sha": sha,
                             "tokens": int(row["tokens"]), "cost_usd": answer.cost_usd}]}
     if result.status == "finished":
-        return {**update, "evidence": None}
+        return {**update, **small_issue_fix(state, ctx, model, config, log_dir)}
     log_text = (log_dir / "train.logs").read_text() if (log_dir / "train.logs").exists() else ""
     update["evidence"] = evidence_of(result, tail(log_text, 3000))
     used = fixes_for(state, "formal_train")

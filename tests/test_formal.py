@@ -1,0 +1,82 @@
+"""The formal run's config: proposals parsed and vetted by the memory arithmetic; small-issue rules."""
+
+from pathlib import Path
+
+import pytest
+from conftest import SOURCE_OF_TRUTH
+
+from orchestrator.formal import (DEFAULT_MODEL, config_values, is_stand_in, load_config_class, mostly_unparseable,
+                                 parse_proposal, to_args, token_cap_raise, vet)
+from orchestrator.graph import after_formal_train
+from orchestrator.probe import GPU, ProbeResult
+
+H100 = ProbeResult(gpus=[GPU(0, "NVIDIA H100 80GB HBM3", 81559)], cuda_version="12.4", driver_version="550",
+                   torch_version="2.13", torch_cuda_available=True, slurm=False, slurm_partitions=[], slurm_info=None,
+                   cpu_count=16, memory_total_gib=128.0, hostname="gpu", platform="Linux")
+
+
+@pytest.fixture(scope="module")
+def config_cls():
+    return load_config_class(SOURCE_OF_TRUTH / "grpo_config.py")
+
+
+def test_proposal_is_read_from_a_json_block():
+    assert parse_proposal('Here:\n```json\n{"episodes": 400, "bf16": true}\n```\nbecause...') == \
+        {"episodes": 400, "bf16": True}
+
+
+def test_a_proposal_without_json_is_an_error_for_the_model():
+    with pytest.raises(ValueError, match="one JSON object"):
+        parse_proposal("I suggest more episodes.")
+
+
+def test_a_value_only_proposal_that_fits_is_accepted(config_cls):
+    merged = vet({"episodes": 400, "micro_batch_size": 8}, config_cls, DEFAULT_MODEL, H100)
+    assert merged["episodes"] == 400 and merged["model_name"] == DEFAULT_MODEL
+
+
+def test_a_new_field_is_refused(config_cls):
+    with pytest.raises(ValueError, match="never adds new fields"):
+        vet({"num_epochs": 3}, config_cls, DEFAULT_MODEL, H100)
+
+
+def test_a_config_that_cannot_fit_is_refused_with_the_arithmetic(config_cls):
+    huge = {"micro_batch_size": 64, "max_thinking_tokens": 4096, "gradient_checkpointing": False}
+    with pytest.raises(ValueError, match="do not fit in memory") as err:
+        vet(huge, config_cls, DEFAULT_MODEL, H100)
+    assert "GiB" in str(err.value)
+
+
+def test_config_values_come_from_the_dataclass(config_cls):
+    assert config_values(config_cls)["model_name"] == DEFAULT_MODEL
+
+
+def test_arguments_use_the_config_parser_spelling():
+    assert to_args({"bf16": False, "episodes": 8}) == ["--bf16", "false", "--episodes", "8"]
+
+
+def test_truncated_outputs_double_the_token_caps():
+    config = {"max_thinking_tokens": 256, "max_action_tokens": 48}
+    assert token_cap_raise({"completion_clipped_ratio_mean": 0.8}, config) == \
+        {"max_thinking_tokens": 512, "max_action_tokens": 96}
+    assert token_cap_raise({"completion_clipped_ratio_mean": 0.1}, config) == {}
+
+
+def test_mostly_unparseable_actions_are_a_small_issue():
+    assert mostly_unparseable({"invalid_action_rate_last_quarter": 0.9})
+    assert not mostly_unparseable({"invalid_action_rate_last_quarter": 0.1})
+
+
+def test_the_tiny_model_is_a_stand_in(tiny_model_dir: Path):
+    assert is_stand_in(str(tiny_model_dir)) and not is_stand_in(DEFAULT_MODEL)
+
+
+@pytest.mark.parametrize("state,route", [
+    ({"restart_formal": True}, "formal_train"),
+    ({"evidence": {"check": "formal_train"}}, "fix"),
+    ({}, "review"),
+    ({"until": "formal_train"}, "finish"),
+    ({"status": "blocked", "restart_formal": True}, "finish"),
+])
+def test_after_the_formal_run(state, route):
+    assert after_formal_train(state) == route
