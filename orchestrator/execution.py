@@ -56,6 +56,20 @@ def execute(command: Sequence[str], cwd: Path, *, timeout_s: float, env: Mapping
         return ExecutionResult(returncode, _read(out), _read(err), timed_out, time.monotonic() - started)
 
 
+def run_command(cmd: list[str], *, cwd: Path | None = None, timeout_s: float = 10.0) -> tuple[int, str, str]:
+    """A short command (nvidia-smi, sinfo, sbatch, ...): (returncode, stdout, stderr), never raises.
+    A missing program is 127, a timeout 124."""
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except FileNotFoundError:
+        return 127, "", f"{cmd[0]}: command not found"
+    except subprocess.TimeoutExpired:
+        return 124, "", f"{cmd[0]}: timed out"
+    except OSError as exc:
+        return 126, "", f"{cmd[0]}: {exc}"
+    return proc.returncode, proc.stdout, proc.stderr
+
+
 def stop_process_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
     """SIGTERM the child's whole group, then SIGKILL what is left after `grace_s`."""
     for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):

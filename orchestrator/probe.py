@@ -12,11 +12,12 @@ import os
 import platform
 import re
 import socket
-import subprocess
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
+
+from orchestrator.execution import run_command
 
 Runner = Callable[[list[str]], tuple[int, str, str]]
 
@@ -88,19 +89,6 @@ class ProbeResult:
                 slurm,
             ]
         )
-
-
-def run_command(cmd: list[str]) -> tuple[int, str, str]:
-    """Run ``cmd`` with a 10 s timeout; returns (returncode, stdout, stderr) and never raises."""
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
-    except FileNotFoundError:
-        return 127, "", f"{cmd[0]}: command not found"
-    except subprocess.TimeoutExpired:
-        return 124, "", f"{cmd[0]}: timed out"
-    except OSError as exc:
-        return 126, "", f"{cmd[0]}: {exc}"
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 def _int_or_none(text: str) -> int | None:

@@ -27,6 +27,7 @@ moment; every stop also happens when ``run`` leaves by an exception, so no job o
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import signal
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from orchestrator.execution import stop_process_group, strip_progress_bars
+from orchestrator.execution import run_command, stop_process_group, strip_progress_bars
 from orchestrator.monitor import (Anomaly, LogRecord, LogTail, MonitorConfig, Progress, detect_all, detect_stderr,
                                   progress)
 from orchestrator.probe import Runner
@@ -89,16 +90,17 @@ def _size(path: Path) -> int:
 
 
 class _Watch:
-    """This job's train.logs records and output files, read incrementally; anomalies as of each poll."""
+    """This job's train.logs records and output files, read incrementally; anomalies as of each poll.
 
-    def __init__(self, log_path: Path, stdout_path: Path, stderr_path: Path, config: MonitorConfig,
+    ``tail`` was polled before the job started: the records it holds are an earlier run's.
+    """
+
+    def __init__(self, tail: LogTail, stdout_path: Path, stderr_path: Path, config: MonitorConfig,
                  on_progress: ProgressCallback | None, since: datetime) -> None:
-        self._tail = LogTail(log_path)
-        self._tail.poll()
-        self._first = len(self._tail.records)
-        self._paths = (Path(log_path), stdout_path, stderr_path)
-        self._sizes = [_size(p) for p in self._paths]
+        self._tail, self._first = tail, len(tail.records)
         self.stdout_path, self.stderr_path = stdout_path, stderr_path
+        self._paths = (tail.path, stdout_path, stderr_path)
+        self._sizes = [_size(p) for p in self._paths]
         self.config, self.on_progress = config, on_progress
         self.last_output_at = since
 
@@ -171,16 +173,19 @@ class _WatchedJob(ABC):
         """How a job that ended by itself ended."""
 
     @abstractmethod
-    def _stopped_returncode(self) -> int | None: ...
+    def _stopped_returncode(self) -> int | None:
+        """The exit status of a job we stopped, where there is one."""
 
     def run(self) -> JobResult:
         started = self._clock()
+        tail = LogTail(self.log_path)
+        tail.poll()
         refused = self._start()
         if refused is not None:
             message = "\n".join(a.message for a in refused.anomalies)
-            return JobResult(refused.status, refused.returncode, list(refused.anomalies), [], "", message, 0.0,
-                             self.slurm_job_id, refused.failure_class)
-        watch = _Watch(self.log_path, *self._outputs(), self.monitor, self.on_progress, started)
+            return JobResult(refused.status, refused.returncode, list(refused.anomalies), [], "", message,
+                             (self._clock() - started).total_seconds(), self.slurm_job_id, refused.failure_class)
+        watch = _Watch(tail, *self._outputs(), self.monitor, self.on_progress, started)
         try:
             status, trigger, found = self._follow(watch, started)
         finally:
@@ -202,12 +207,12 @@ class _WatchedJob(ABC):
         crash_seen_at: datetime | None = None
         while True:
             state = self._state()
+            if state == "ended":
+                return "ended", None, []
             now = self._clock()
             if state == "pending":  # time in a queue is not silence
                 watch.last_output_at = now
             found = watch.check(now)
-            if state == "ended":
-                return "ended", None, found
             trigger = next((a for a in found if a.serious), None)
             if trigger is not None and trigger.kind in _STDERR_KINDS:
                 crash_seen_at = crash_seen_at or now
@@ -321,20 +326,8 @@ _HINTS = {
 
 
 def runner_in(cwd: Path, timeout_s: float = 60.0) -> Runner:
-    """A command runner like ``probe.run_command`` that runs in ``cwd``: sbatch's directory is the job's."""
-
-    def run(cmd: list[str]) -> tuple[int, str, str]:
-        try:
-            proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s, check=False)
-        except FileNotFoundError:
-            return 127, "", f"{cmd[0]}: command not found"
-        except subprocess.TimeoutExpired:
-            return 124, "", f"{cmd[0]}: timed out"
-        except OSError as exc:
-            return 126, "", f"{cmd[0]}: {exc}"
-        return proc.returncode, proc.stdout, proc.stderr
-
-    return run
+    """``run_command`` in ``cwd``: sbatch's directory is the job's."""
+    return functools.partial(run_command, cwd=cwd, timeout_s=timeout_s)
 
 
 def _exit_code(text: str) -> int | None:

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from orchestrator.probe import GPU, ProbeResult, probe, run_command
+from orchestrator.execution import run_command
+from orchestrator.probe import GPU, ProbeResult, probe
 
 GPU_CSV = (
     "0, NVIDIA H100 80GB HBM3, 81559, 81016, 550.54.15\n"

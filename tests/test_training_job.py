@@ -86,8 +86,13 @@ def local_job(tmp_path: Path, script: Path, **kwargs) -> TrainingJob:
 
 
 def test_nan_loss_stops_the_whole_process_group(tmp_path: Path) -> None:
+    # the worker outlives the leader's SIGTERM, as a worker of `accelerate launch` may: it needs the SIGKILL
     script = write_child(tmp_path, """
-        worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        worker = subprocess.Popen([sys.executable, "-c", "import pathlib, signal, time; "
+                                   "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                                   "pathlib.Path('worker.ready').touch(); time.sleep(600)"])
+        while not os.path.exists("worker.ready"):
+            time.sleep(0.01)
         with open("pids.txt", "w") as fh:
             fh.write(f"{os.getpid()} {worker.pid}")
         print("loading model", file=sys.stderr, flush=True)
@@ -98,11 +103,11 @@ def test_nan_loss_stops_the_whole_process_group(tmp_path: Path) -> None:
         block()
     """)
     started = time.monotonic()
-    job = local_job(tmp_path, script)
+    job = local_job(tmp_path, script, stop_grace_s=0.3)
     result = job.run()
 
     assert time.monotonic() - started < 10
-    assert result.status == "stopped"
+    assert result.status == "stopped" and result.returncode == -15
     assert result.anomalies[0].kind == "nan_loss" and result.anomalies[0].update == 3
     assert [r.values["update"] for r in result.records if r.kind == "train"] == [1, 2, 3]
     pids = [int(p) for p in (tmp_path / "pids.txt").read_text().split()]
@@ -186,6 +191,12 @@ def test_overall_timeout_stops_the_job(tmp_path: Path) -> None:
     assert job.pid is not None and not alive(job.pid)
 
 
+def test_command_that_cannot_start_fails(tmp_path: Path) -> None:
+    result = TrainingJob([str(tmp_path / "missing")], tmp_path, tmp_path / "train.logs", poll_s=POLL_S).run()
+    assert result.status == "failed" and result.returncode == 127
+    assert "cannot start" in result.stderr_tail
+
+
 def test_make_job_runs_the_launch_script_with_this_python(tmp_path: Path) -> None:
     write_child(tmp_path, """
         os.makedirs(os.path.dirname(LOG), exist_ok=True)
@@ -217,7 +228,8 @@ class FakeSlurm:
 
     def __init__(self, tmp_path: Path, states: list[str | None], *, sacct: str = "COMPLETED|0:0|None",
                  test_only: tuple[int, str, str] = (0, "", "sbatch: Job 4242 to start at 2026-11-23T09:40:15"),
-                 appends: dict[int, list[str]] | None = None, output: str = "") -> None:
+                 appends: dict[int, list[str]] | None = None, output: str = "", step_s: float = 30.0) -> None:
+        self.clock = FakeClock(step_s)  # train.logs lines carry its time, as a real job's carry the real time
         self.log, self.output = tmp_path / "train.logs", tmp_path / f"out-{JOB_ID}.txt"
         self.output.write_text(output)
         self.states, self.sacct, self.test_only = states, sacct, test_only
@@ -234,7 +246,7 @@ class FakeSlurm:
         if tool == "squeue":
             lines = self.appends.get(self.squeue_calls, [])
             with self.log.open("a") as fh:
-                fh.writelines(f"{datetime.now():%Y-%m-%dT%H:%M:%S} {line}\n" for line in lines)
+                fh.writelines(f"{self.clock():%Y-%m-%dT%H:%M:%S} {line}\n" for line in lines)
             self.squeue_calls += 1
             state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
             return (0, f"{state}\n", "") if state else (1, "", "slurm_load_jobs error: Invalid job id specified")
@@ -248,10 +260,9 @@ class FakeSlurm:
         return [c for c in self.calls if c[0] == tool]
 
 
-def slurm_job(tmp_path: Path, fake: FakeSlurm, clock: FakeClock | None = None) -> SlurmJob:
-    clock = clock or FakeClock(30.0)
+def slurm_job(tmp_path: Path, fake: FakeSlurm) -> SlurmJob:
     return SlurmJob(tmp_path / "launch_training.sh", ["--episodes", "24"], tmp_path, tmp_path / "train.logs",
-                    run=fake, poll_s=30.0, clock=clock, sleep=clock.sleep)
+                    run=fake, poll_s=30.0, clock=fake.clock, sleep=fake.clock.sleep)
 
 
 TRAIN = "train update={u} episode={e} loss=0.01 kl=0.001 grad_norm=0.5 reward_mean=0.1 step_time=1.5"
@@ -273,9 +284,9 @@ def test_completed_job_finishes_and_queue_time_is_not_a_hang(tmp_path: Path) -> 
     states = ["PENDING"] * 4 + ["RUNNING", "RUNNING", None]
     appends = {4: ["start updates=2 episodes=16", TRAIN.format(u=1, e=8)],
                5: [TRAIN.format(u=2, e=16), "done updates=2 episodes=16"]}
-    fake = FakeSlurm(tmp_path, states, appends=appends, output="train update=1 ...\n")
+    fake = FakeSlurm(tmp_path, states, appends=appends, output="train update=1 ...\n", step_s=600.0)
     seen: list[Progress] = []
-    job = slurm_job(tmp_path, fake, FakeClock(600.0))
+    job = slurm_job(tmp_path, fake)
     job.on_progress = seen.append
     result = job.run()
 
@@ -322,8 +333,8 @@ def test_slurm_anomaly_cancels_the_job(tmp_path: Path) -> None:
 
 
 def test_silent_running_slurm_job_is_hung_and_cancelled(tmp_path: Path) -> None:
-    fake = FakeSlurm(tmp_path, ["RUNNING"], appends={0: ["start updates=9 episodes=72"]})
-    result = slurm_job(tmp_path, fake, FakeClock(300.0)).run()
+    fake = FakeSlurm(tmp_path, ["RUNNING"], appends={0: ["start updates=9 episodes=72"]}, step_s=300.0)
+    result = slurm_job(tmp_path, fake).run()
 
     assert result.status == "hung" and result.anomalies[0].kind == "hung"
     assert fake.called("scancel") == [["scancel", JOB_ID]]

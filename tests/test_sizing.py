@@ -1,0 +1,123 @@
+"""Memory sizing against the measured H100 anchor, model shapes, and proposal checks."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+from safetensors import safe_open
+
+from orchestrator.probe import GPU
+from orchestrator.sizing import GIB, ModelShape, check_proposal, estimate_memory, shape_from_config, shape_of
+from orchestrator.tiny_model import qwen3_config_for
+from source_of_truth.grpo_config import GRPOConfig
+
+QWEN3_4B = "Qwen/Qwen3-4B-Instruct-2507"
+H100 = GPU(0, "NVIDIA H100 80GB HBM3", 81559)
+BASE = GRPOConfig().to_dict()
+KNOWN = {f.name for f in dataclasses.fields(GRPOConfig)}
+
+
+def config(**changes) -> dict:
+    return {**BASE, **changes}
+
+
+def gb(gib: float) -> float:
+    return gib * GIB / 1e9
+
+
+def test_anchor_4b_with_reference_and_checkpointing_matches_the_h100_measurement() -> None:
+    # measured: 49 GB peak for micro-batch 8 x 728 tokens on one H100
+    estimate = estimate_memory(shape_of(QWEN3_4B), config(micro_batch_size=8, beta=0.04, bf16=True,
+                                                          gradient_checkpointing=True), [H100], seq_len=728)
+    assert 35 <= gb(estimate.total_gib) <= 65
+    assert estimate.fits and estimate.per_gpu_gib == estimate.total_gib
+    assert estimate.reference_gib == estimate.weights_gib == pytest.approx(4.022e9 * 2 / GIB, rel=1e-3)
+    assert estimate.optimizer_gib == pytest.approx(2 * estimate.weights_gib)
+    for term in ("weights", "reference", "optimizer", "gradients", "activations", "logits", "kv cache", "total"):
+        assert term in estimate.explanation
+    assert f"{estimate.total_gib:.2f} GiB" in estimate.explanation
+
+
+def test_large_micro_batch_without_checkpointing_does_not_fit_one_80gb_gpu() -> None:
+    estimate = estimate_memory(shape_of(QWEN3_4B), config(micro_batch_size=64, gradient_checkpointing=False),
+                               [H100], seq_len=4096)
+    assert not estimate.fits
+    assert estimate.per_gpu_gib > estimate.available_gib == pytest.approx(0.9 * 81559 / 1024)
+    assert "does NOT fit" in estimate.explanation and "without gradient checkpointing" in estimate.explanation
+
+
+def test_beta_zero_drops_the_reference_model() -> None:
+    shape = shape_of(QWEN3_4B)
+    with_ref = estimate_memory(shape, config(beta=0.04), [H100])
+    without = estimate_memory(shape, config(beta=0.0), [H100])
+    assert without.reference_gib == 0
+    assert with_ref.total_gib - without.total_gib == pytest.approx(with_ref.weights_gib)
+    assert "no reference model" in without.explanation
+
+
+def test_default_sequence_length_is_prompt_budget_plus_generation_caps() -> None:
+    estimate = estimate_memory(shape_of(QWEN3_4B), config(max_thinking_tokens=256, max_action_tokens=48), [H100])
+    assert "seq 1328" in estimate.explanation
+
+
+def test_data_parallel_keeps_a_full_copy_on_the_smallest_gpu() -> None:
+    gpus = [H100, GPU(1, "NVIDIA A100-SXM4-40GB", 40960)]
+    estimate = estimate_memory(shape_of(QWEN3_4B), BASE, gpus, seq_len=728)
+    assert estimate.per_gpu_gib == estimate.total_gib
+    assert estimate.available_gib == pytest.approx(0.9 * 40)
+    assert not estimate.fits
+    assert "without ZeRO" in estimate.explanation and "A100" in estimate.explanation
+
+
+def test_no_gpu_runs_the_tiny_model_in_fp32_against_system_ram(tiny_model_dir: Path) -> None:
+    shape = shape_of(str(tiny_model_dir))
+    estimate = estimate_memory(shape, config(bf16=True), [], system_ram_gib=16.0)
+    assert estimate.fits
+    assert estimate.weights_gib == pytest.approx(shape.num_params * 4 / GIB)  # fp32 on CPU, whatever bf16 says
+    assert estimate.available_gib == pytest.approx(0.9 * 16.0)
+    assert "no GPU" in estimate.explanation
+
+
+def test_shape_of_a_local_tiny_model(tiny_model_dir: Path) -> None:
+    shape = shape_of(str(tiny_model_dir))
+    with safe_open(tiny_model_dir / "model.safetensors", "pt") as weights:
+        stored = sum(math.prod(weights.get_slice(name).get_shape()) for name in weights.keys())
+    # tied embeddings are stored, and counted, once
+    assert shape == ModelShape(num_params=stored, hidden_size=64, num_layers=2, vocab_size=shape.vocab_size,
+                               num_kv_heads=2, head_dim=16)
+    assert shape.vocab_size >= 1024
+
+
+def test_shape_of_known_hub_id_without_local_copy() -> None:
+    shape = shape_of(QWEN3_4B)
+    assert shape == ModelShape(num_params=shape.num_params, hidden_size=2560, num_layers=36, vocab_size=151936,
+                               num_kv_heads=8, head_dim=128)
+    assert shape.num_params == pytest.approx(4.02e9, rel=1e-3)
+    # the table agrees with counting the real Qwen3-4B architecture
+    assert shape_from_config(qwen3_config_for("qwen3-4b")) == shape
+    assert shape_of("nobody/no-such-model") is None
+
+
+def test_check_proposal_accepts_a_value_only_change() -> None:
+    proposal = {"micro_batch_size": 4, "gradient_accumulation_steps": 2, "learning_rate": 5e-7, "beta": 0,
+                "bf16": False, "lr_scheduler_type": "linear"}
+    assert check_proposal(proposal, BASE, KNOWN, config_cls=GRPOConfig) == []
+
+
+def test_check_proposal_rejects_new_fields_wrong_types_and_invalid_values() -> None:
+    problems = check_proposal({"use_vllm": True, "micro_batch_size": "8", "group_size": 2.5, "bf16": 1,
+                               "gradient_checkpointing": "yes"}, BASE, KNOWN, config_cls=GRPOConfig)
+    assert len(problems) == 5
+    assert any(p.startswith("use_vllm:") and "never adds new fields" in p for p in problems)
+    assert any(p.startswith("micro_batch_size: expected int") for p in problems)
+    assert any(p.startswith("group_size: expected int") for p in problems)
+    assert any(p.startswith("bf16: expected bool") for p in problems)
+    assert any(p.startswith("gradient_checkpointing: expected bool") for p in problems)
+
+    assert check_proposal({"micro_batch_size": True}, BASE, KNOWN) == ["micro_batch_size: expected int, got bool True"]
+    invalid = check_proposal({"group_size": 1, "top_p": 0.5}, BASE, KNOWN, config_cls=GRPOConfig)
+    assert len(invalid) == 1 and "group_size must be >= 2" in invalid[0]
+    assert check_proposal({"group_size": 1}, BASE, KNOWN) == []  # without config_cls only names and types
