@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -36,8 +37,14 @@ def _root() -> None:
     """Turn a game, a GRPO config and a GRPO template into a running, monitored training job."""
 
 
-def _print_event(line: str) -> None:
-    console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {line}")
+@contextmanager
+def _progress() -> Iterator[Callable[[str], None]]:
+    """Each event as a timestamped line, and a live status line naming the node at work."""
+    with console.status("[bold]starting[/]") as status:
+        def on_event(line: str) -> None:
+            console.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {line}", highlight=False)
+            status.update(f"[bold]{line.split(':', 1)[0]}[/] at work (since {time.strftime('%H:%M:%S')})")
+        yield on_event
 
 
 def _finish(outcome: RunOutcome) -> None:
@@ -91,8 +98,10 @@ def run(
     formal = FormalSpec(model=formal_model, pinned=_pinned_values(formal_set), use_slurm=slurm,
                         timeout_s=formal_timeout, hang_seconds=hang_seconds)
     try:
-        outcome = start_run(project_root, llm=llm, source_of_truth=source_of_truth, limits=limits, runtime_check=spec,
-                            formal=formal, fresh=fresh, until=until, run_id=run_id, on_event=_print_event)
+        with _progress() as on_event:
+            outcome = start_run(project_root, llm=llm, source_of_truth=source_of_truth, limits=limits,
+                                runtime_check=spec, formal=formal, fresh=fresh, until=until, run_id=run_id,
+                                on_event=on_event)
     except (SetupError, WorkspaceError) as exc:
         _bad_input(str(exc))
     _finish(outcome)
@@ -109,8 +118,9 @@ def resume(
 ) -> None:
     """Continue a run from its checkpoint (after a crash, a cap, or from a chosen node)."""
     try:
-        outcome = resume_run(project_root, run_id, from_node=from_node, max_cost_usd=max_cost, max_tokens=max_tokens,
-                             llm=llm, on_event=_print_event)
+        with _progress() as on_event:
+            outcome = resume_run(project_root, run_id, from_node=from_node, max_cost_usd=max_cost,
+                                 max_tokens=max_tokens, llm=llm, on_event=on_event)
     except (SetupError, WorkspaceError) as exc:
         _bad_input(str(exc))
     _finish(outcome)
@@ -202,7 +212,8 @@ def demo(project_root: Path = RootOption) -> None:
     from orchestrator.demo import run_demo
 
     started = time.monotonic()
-    outcome = run_demo(project_root.resolve(), on_event=_print_event)
+    with _progress() as on_event:
+        outcome = run_demo(project_root.resolve(), on_event=on_event)
     tokens, cost = spent(outcome.state)
     run_dir = project_root.resolve() / "runs" / outcome.run_id
     console.print(f"\n[bold]demo summary[/] ({time.monotonic() - started:.0f} s wall time)")
