@@ -19,11 +19,9 @@ import orchestrator.runner as runner
 from orchestrator.runner import SetupError, resume_run
 from orchestrator.state import Limits
 
-@pytest.fixture(autouse=True)
-def steps_zero_to_four(monkeypatch):
+def start_run(project: Path, **kwargs):
     """Steps 0-4 are under test here: runs stop once generate_launch has passed."""
-    original = runner.start_run
-    monkeypatch.setattr(runner, "start_run", lambda *a, **k: original(*a, **{"until": "generate_launch", **k}))
+    return runner.start_run(project, until="generate_launch", **kwargs)
 
 
 GENERATED = ["helpers.py", "helper_readme.md", "prompt_template.py", "train.py", "launch_training.sh"]
@@ -35,7 +33,7 @@ def nodes_in_log(project: Path) -> set[str]:
 
 
 def test_run_writes_the_five_files_and_commits_each_attempt(project: Path, tmp_path: Path):
-    outcome = runner.start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
+    outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
     assert outcome.status == "done"
     generated = project / "workspace" / "generated"
     for name in GENERATED:
@@ -52,7 +50,7 @@ def test_run_writes_the_five_files_and_commits_each_attempt(project: Path, tmp_p
 
 
 def test_attempt_records_point_at_their_commits(project: Path, tmp_path: Path):
-    outcome = runner.start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
+    outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
     repo = git.Repo(project / "workspace")
     for attempt in outcome.state["attempts"]:
         commit = repo.commit(attempt["sha"])
@@ -63,8 +61,8 @@ def test_attempt_records_point_at_their_commits(project: Path, tmp_path: Path):
 
 
 def test_second_run_over_a_complete_workspace_spends_no_llm_call(project: Path, tmp_path: Path):
-    runner.start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
-    outcome = runner.start_run(project, llm=write_transcript(tmp_path / "empty.json", []), run_id="r2")
+    start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
+    outcome = start_run(project, llm=write_transcript(tmp_path / "empty.json", []), run_id="r2")
     assert outcome.status == "done"
     assert outcome.state["skipped"] == list(GENERATION_STEPS)
     assert outcome.state.get("ledger", {}) == {}
@@ -76,14 +74,14 @@ def test_a_malformed_answer_is_fed_back_once(project: Path, tmp_path: Path):
     replies = reference_replies()
     replies.insert(1, {"tag": "generate_prompts", "text": "Sure! Here is the file you asked for.",
                        "usage": {"input_tokens": 10, "output_tokens": 10}})
-    outcome = runner.start_run(project, llm=write_transcript(tmp_path / "t.json", replies), run_id="r1")
+    outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", replies), run_id="r1")
     assert outcome.status == "done"
     assert outcome.state["ledger"]["generate_prompts"]["calls"] == 2
 
 
 def test_an_answer_malformed_twice_blocks_the_run_with_a_report(project: Path, tmp_path: Path):
     bad = {"tag": "generate_helpers", "text": "no files here", "usage": {"input_tokens": 1, "output_tokens": 1}}
-    outcome = runner.start_run(project, llm=write_transcript(tmp_path / "t.json", [bad, bad]), run_id="r1")
+    outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", [bad, bad]), run_id="r1")
     assert outcome.status == "blocked"
     assert "malformed" in outcome.reason
     assert "blocked" in (project / "runs/r1/report.md").read_text()
@@ -91,7 +89,7 @@ def test_an_answer_malformed_twice_blocks_the_run_with_a_report(project: Path, t
 
 def test_budget_stops_at_a_node_boundary_and_resume_with_a_higher_cap_continues(project: Path, tmp_path: Path):
     first = write_transcript(tmp_path / "first.json", reference_replies()[:1])
-    outcome = runner.start_run(project, llm=first, run_id="r1", limits=Limits(max_cost_usd=0.001))
+    outcome = start_run(project, llm=first, run_id="r1", limits=Limits(max_cost_usd=0.001))
     assert outcome.status == "budget" and "generate_prompts" in outcome.reason
     assert not (project / "workspace/generated/prompt_template.py").exists()
     # the rest of the transcript starts at generate_prompts: a redone generate_helpers would be out of step
@@ -102,7 +100,7 @@ def test_budget_stops_at_a_node_boundary_and_resume_with_a_higher_cap_continues(
 
 
 def test_resume_from_a_node_redoes_only_that_node_and_what_follows(project: Path, tmp_path: Path):
-    runner.start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
+    start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
     (project / "workspace/generated/train.py").unlink()  # so the step does not skip
     again = write_transcript(tmp_path / "again.json", reference_replies(("generate_train",)))
     outcome = resume_run(project, "r1", from_node="generate_train", llm=again)
@@ -113,7 +111,7 @@ def test_resume_from_a_node_redoes_only_that_node_and_what_follows(project: Path
 
 
 def test_resume_from_an_unknown_node_is_a_clear_error(project: Path, tmp_path: Path):
-    runner.start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
+    start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
     with pytest.raises(SetupError, match="never reached node 'nope'"):
         resume_run(project, "r1", from_node="nope")
 
