@@ -25,7 +25,6 @@ from orchestrator.runner import (RunOutcome, SetupError, check_source_of_truth, 
 from orchestrator.state import Limits, spent
 from orchestrator.workspace import Workspace, WorkspaceError
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
 console = Console(width=None if sys.stdout.isatty() else 200)  # full tables in logs and pipes
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
 
