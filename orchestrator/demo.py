@@ -83,9 +83,9 @@ def transcript() -> dict:
 
 
 def run_demo(project_root: Path, on_event=lambda line: None) -> RunOutcome:
-    from orchestrator.tiny_model import build_tiny_model  # torch and transformers: only when needed
+    from orchestrator.tiny_model import local_tiny_model  # torch and transformers: only when needed
 
-    model = str(build_tiny_model(project_root / "models" / "tiny-qwen3"))
+    model = local_tiny_model(project_root)
     run_id = "demo-" + time.strftime("%Y%m%d-%H%M%S")
     path = project_root / "runs" / run_id / "demo_transcript.json"
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -232,6 +232,11 @@ def build_tiny_model(out_dir: Path, *, vocab_size: int = 1024, hidden_size: int 
     return out_dir
 
 
+def local_tiny_model(project_root: Path) -> str:
+    """The project's tiny stand-in model (models/tiny-qwen3), built on first use."""
+    return str(build_tiny_model(project_root / "models" / "tiny-qwen3"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build a tiny random Qwen3 model and tokenizer into OUT_DIR.")
     parser.add_argument("out_dir", type=Path)

@@ -54,9 +54,9 @@ def runtime_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
     spec = ctx.runtime_check
     if not spec.model:
-        from orchestrator.tiny_model import build_tiny_model  # torch and transformers: only when needed
+        from orchestrator.tiny_model import local_tiny_model  # torch and transformers: only when needed
 
-        spec = replace(spec, model=str(build_tiny_model(ctx.project_root / "models" / "tiny-qwen3")))
+        spec = replace(spec, model=local_tiny_model(ctx.project_root))
     return record_check(state, ctx, run_runtime_check(ctx.generated, spec, ctx.run_dir / "runtime_check"))
 
 

@@ -35,9 +35,9 @@ def formal_model(ctx: RunContext, machine: ProbeResult) -> str:
         return ctx.formal.model
     if machine.gpus:
         return DEFAULT_MODEL
-    from orchestrator.tiny_model import build_tiny_model  # torch and transformers: only when needed
+    from orchestrator.tiny_model import local_tiny_model  # torch and transformers: only when needed
 
-    return str(build_tiny_model(ctx.project_root / "models" / "tiny-qwen3"))
+    return local_tiny_model(ctx.project_root)
 
 
 def plan(ctx: RunContext, machine: ProbeResult, model: str, config_cls: type, adjustments: dict):
