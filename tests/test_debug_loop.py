@@ -42,13 +42,16 @@ def anthropic_env(monkeypatch):
     return point_at
 
 
-QUICK_RUNTIME = RuntimeCheckSpec(model="", real_model=False, episodes=2, group_size=2, max_env_steps=2,
-                                 max_thinking_tokens=8, max_action_tokens=8)
+@pytest.fixture
+def quick_runtime(tiny_model_dir) -> RuntimeCheckSpec:
+    """The runtime check shrunk to one update of the tiny model."""
+    return RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=2, group_size=2, max_env_steps=2,
+                            max_thinking_tokens=8, max_action_tokens=8)
 
 
-def run(project: Path, **kwargs):
-    return start_run(project, llm="anthropic", run_id="r1", runtime_check=kwargs.pop("runtime_check", QUICK_RUNTIME),
-                     until="runtime_check", **kwargs)
+def run(project: Path, runtime_check: RuntimeCheckSpec, **kwargs):
+    return start_run(project, llm="anthropic", run_id="r1", runtime_check=runtime_check, until="runtime_check",
+                     **kwargs)
 
 
 def fix_commits(project: Path) -> list[str]:
@@ -56,12 +59,12 @@ def fix_commits(project: Path) -> list[str]:
 
 
 def test_import_error_traceback_reaches_the_fix_and_the_edit_repairs_it(project, tmp_path, httpserver, anthropic_env,
-                                                                         tiny_model_dir):
+                                                                         quick_runtime):
     replies = generation_replies(tmp_path, train_py=("import prompt_template\n", "import prompt_templates\n"))
     replies.append(edit("train.py", "import prompt_templates", "import prompt_template"))
     server = ScriptedServer(httpserver, replies)
     anthropic_env(server)
-    outcome = run(project, runtime_check=QUICK_RUNTIME.__class__(**{**QUICK_RUNTIME.__dict__, "model": str(tiny_model_dir)}))
+    outcome = run(project, quick_runtime)
     assert outcome.status == "done", outcome.reason
     fix_prompt = server.prompt_text(4)
     assert "ModuleNotFoundError: No module named 'prompt_templates'" in fix_prompt
@@ -72,14 +75,13 @@ def test_import_error_traceback_reaches_the_fix_and_the_edit_repairs_it(project,
     assert "import prompt_template\n" in (project / "workspace/generated/train.py").read_text()
 
 
-def test_runtime_error_in_the_tiny_model_run_is_fixed(project, tmp_path, httpserver, anthropic_env, tiny_model_dir):
+def test_runtime_error_in_the_tiny_model_run_is_fixed(project, tmp_path, httpserver, anthropic_env, quick_runtime):
     line = "    return env_move.CleanupEnv(width=config.env_width, height=config.env_height, {}=config.num_agents,"
     replies = generation_replies(tmp_path, train_py=(line.format("num_agents"), line.format("agents")))
     replies.append(edit("train.py", line.format("agents"), line.format("num_agents")))
     server = ScriptedServer(httpserver, replies)
     anthropic_env(server)
-    spec = RuntimeCheckSpec(**{**QUICK_RUNTIME.__dict__, "model": str(tiny_model_dir)})
-    outcome = run(project, runtime_check=spec)
+    outcome = run(project, quick_runtime)
     assert outcome.status == "done", outcome.reason
     fix_prompt = server.prompt_text(4)
     assert "runtime_check" in fix_prompt and "unexpected keyword argument 'agents'" in fix_prompt
@@ -88,28 +90,26 @@ def test_runtime_error_in_the_tiny_model_run_is_fixed(project, tmp_path, httpser
     assert (project / "runs/r1/runtime_check/train.logs").read_text().count(" train ") == 1
 
 
-def test_guard_violation_is_fixed_by_an_edit(project, tmp_path, httpserver, anthropic_env, tiny_model_dir):
+def test_guard_violation_is_fixed_by_an_edit(project, tmp_path, httpserver, anthropic_env, quick_runtime):
     names = 'ACTION_NAMES = ["collect_nearest_apple", "clean_nearest_dirt", "move_to", "move", "clean", "stay"{}]'
     replies = generation_replies(tmp_path, prompt_template_py=(names.format(""), names.format(', "dance"')))
     replies.append(edit("prompt_template.py", names.format(', "dance"'), names.format("")))
     server = ScriptedServer(httpserver, replies)
     anthropic_env(server)
-    spec = RuntimeCheckSpec(**{**QUICK_RUNTIME.__dict__, "model": str(tiny_model_dir)})
-    outcome = run(project, runtime_check=spec)
+    outcome = run(project, quick_runtime)
     assert outcome.status == "done", outcome.reason
     assert "unknown-action prompt_template.py" in server.prompt_text(4)
     assert fix_commits(project)[0].startswith("fix attempt 1: rules edited prompt_template.py")
 
 
 def test_an_edit_to_a_protected_file_is_refused_before_it_touches_disk(project, tmp_path, httpserver, anthropic_env,
-                                                                      tiny_model_dir):
+                                                                      quick_runtime):
     replies = generation_replies(tmp_path, train_py=("import prompt_template\n", "import prompt_templates\n"))
     replies.append(edit("env_move.py", 'ACTIONS', 'ACTIONS_RENAMED'))
     replies.append(edit("train.py", "import prompt_templates", "import prompt_template"))
     server = ScriptedServer(httpserver, replies)
     anthropic_env(server)
-    spec = RuntimeCheckSpec(**{**QUICK_RUNTIME.__dict__, "model": str(tiny_model_dir)})
-    outcome = run(project, runtime_check=spec)
+    outcome = run(project, quick_runtime)
     assert outcome.status == "done", outcome.reason
     assert "refused: env_move.py must never be edited" in server.prompt_text(5)
     source = (project / "source_of_truth/env_move.py").read_bytes()
@@ -118,13 +118,14 @@ def test_an_edit_to_a_protected_file_is_refused_before_it_touches_disk(project, 
     assert history.splitlines() == ["setup attempt 1: source of truth copied"]
 
 
-def test_a_hopeless_loop_escalates_then_ends_blocked(project, tmp_path, httpserver, anthropic_env):
+def test_a_hopeless_loop_escalates_then_ends_blocked(project, tmp_path, httpserver, anthropic_env,
+                                                     quick_runtime):
     replies = generation_replies(tmp_path, train_py=("import prompt_template\n", "import prompt_templates\n"))
     useless = edit("train.py", "import env_move", "import env_move  # the game")
     replies += [useless, edit("train.py", "import env_move  # the game", "import env_move  # the grid game")]
     server = ScriptedServer(httpserver, replies)
     anthropic_env(server)
-    outcome = run(project, limits=Limits(max_attempts_per_check=2))
+    outcome = run(project, quick_runtime, limits=Limits(max_attempts_per_check=2))
     assert outcome.status == "blocked"
     assert "import_check still failing after 2 fix attempts" in outcome.reason
     assert "The same failure came back after a fix" in server.prompt_text(5)
