@@ -11,13 +11,15 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import shutil
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from orchestrator.execution import ExecutionResult, execute, last_traceback, strip_progress_bars, tail
-from orchestrator.guards import GENERATED_FILES, check_folder
+from orchestrator.guards import GENERATED_FILES, check_folder, errors
 from orchestrator.monitor import parse_log
+from orchestrator.roles import ConfigRoles, deliver
 
 EVIDENCE_CHARS = 6000
 IMPORTED_MODULES = ("helpers", "prompt_template", "train")
@@ -115,7 +117,7 @@ def _failure(check: str, result: ExecutionResult, folder: Path, what: str) -> Ch
 
 
 def run_guards(folder: Path, source_of_truth: Path) -> CheckResult:
-    violations = check_folder(folder, source_of_truth)
+    violations = errors(check_folder(folder, source_of_truth))
     if not violations:
         return CheckResult("rules", True, summary="every rule holds")
     files = list(dict.fromkeys(v.file for v in violations if v.file in GENERATED_FILES))
@@ -140,30 +142,66 @@ class RuntimeCheckSpec:
     model: str  # a local tiny model folder, or the real model where weights are available
     real_model: bool  # a real model must also show varying rewards and some parsed actions
     episodes: int = 10
-    group_size: int = 2
-    max_env_steps: int = 3
-    max_thinking_tokens: int = 32
-    max_action_tokens: int = 32
+    group: int = 2  # episodes per group
+    turns: int = 3
+    token_cap: int = 32  # both generation stages
     timeout_s: float = 900.0
 
-    def arguments(self, log_dir: Path) -> list[str]:
-        return ["--model_name", self.model, "--episodes", str(self.episodes), "--group_size", str(self.group_size),
-                "--max_env_steps", str(self.max_env_steps), "--max_thinking_tokens", str(self.max_thinking_tokens),
-                "--max_action_tokens", str(self.max_action_tokens), "--eval_interval", "1000000",
-                "--sample_log_interval", str(self.group_size), "--save_interval", "0",
-                "--log_dir", str(log_dir), "--output_dir", str(log_dir / "outputs")]
+    def role_values(self, log_dir: Path) -> dict[str, object]:
+        """The short run, by role: the config's roles mapping turns these into its own field names."""
+        return {"model": self.model, "episodes_total": self.episodes,
+                "updates_total": max(1, -(-self.episodes // self.group)), "group_generations": self.group,
+                "episode_turns": self.turns, "thinking_cap": self.token_cap, "action_cap": self.token_cap,
+                "accumulation_steps": 1, "checkpointing": False, "sample_every": self.group,
+                "eval_every": 1_000_000, "save_every": 1_000_000,
+                "log_folder": str(log_dir), "output_folder": str(log_dir / "outputs")}
 
 
-def run_runtime_check(folder: Path, spec: RuntimeCheckSpec, log_dir: Path) -> CheckResult:
-    """`bash launch_training.sh` shrunk to a few episodes; it must log updates with finite numbers."""
-    log_dir.mkdir(parents=True, exist_ok=True)
-    for stale in ("train.logs", "Sample_EP.logs"):
-        (log_dir / stale).unlink(missing_ok=True)
-    result = execute(["bash", "launch_training.sh", *spec.arguments(log_dir)], folder, timeout_s=spec.timeout_s,
+LOG_NAME = "train.logs"
+SAMPLE_LOG_NAME = "Sample_EP.logs"
+_COPY_IGNORE = shutil.ignore_patterns("__pycache__", "outputs", "*.logs", "job.stdout", "job.stderr")
+
+
+def log_folder(roles: ConfigRoles, log_dir: Path, cwd: Path) -> Path:
+    """Where train.logs will appear: the log folder or else the output folder the run was given, else
+    the launch folder (a template that writes its logs next to train.py)."""
+    return log_dir if roles.field_of("log_folder") or roles.field_of("output_folder") else cwd
+
+
+def find_log(folder: Path, name: str = LOG_NAME) -> Path:
+    """`folder/name`, or the shallowest file of that name below `folder` (a template may nest its logs)."""
+    direct = folder / name
+    if direct.exists() or not folder.is_dir():
+        return direct
+    nested = sorted(folder.rglob(name), key=lambda p: len(p.parts))
+    return nested[0] if nested else direct
+
+
+def run_runtime_check(folder: Path, spec: RuntimeCheckSpec, roles: ConfigRoles, work_dir: Path) -> CheckResult:
+    """`bash launch_training.sh` shrunk to a few episodes, on a copy of the generated folder (so config
+    values written for the check and its outputs never touch the workspace); it must log updates with
+    finite numbers."""
+    if work_dir.exists():
+        shutil.rmtree(work_dir)
+    code, log_dir = work_dir / "code", work_dir / "logs"
+    shutil.copytree(folder, code, ignore=_COPY_IGNORE)
+    log_dir.mkdir(parents=True)
+    args = deliver(roles, roles.to_fields(spec.role_values(log_dir)), code / "grpo_config.py")
+    result = execute(["bash", "launch_training.sh", *args], code, timeout_s=spec.timeout_s,
                      env={"PYTHON": sys.executable})
     if not result.ok:
-        return _failure("runtime_check", result, folder, "the short training run")
-    return judge_training_log(log_dir / "train.logs", spec, result.seconds)
+        return _failure("runtime_check", result, code, "the short training run")
+    return judge_training_log(find_log(log_folder(roles, log_dir, code)), spec, result.seconds)
+
+
+def unset_roles_note(roles: ConfigRoles) -> str:
+    """What the short run cannot shrink because the config has no field for it, or ''."""
+    missing = [role for role in ("episodes_total", "updates_total", "episode_turns", "thinking_cap", "action_cap")
+               if not roles.field_of(role)]
+    if roles.field_of("episodes_total") or roles.field_of("updates_total"):
+        missing = [role for role in missing if role not in ("episodes_total", "updates_total")]
+    return (f"the config has no field for {', '.join(missing)}: the short run keeps the config's own values there"
+            if missing else "")
 
 
 def judge_training_log(path: Path, spec: RuntimeCheckSpec, seconds: float) -> CheckResult:
@@ -176,8 +214,14 @@ def judge_training_log(path: Path, spec: RuntimeCheckSpec, seconds: float) -> Ch
         return CheckResult("runtime_check", False, "no_updates",
                            "the run exited 0 but train.logs shows no completed update",
                            f"train.logs:\n{log_tail or '(empty or missing)'}", ["train.py"], seconds)
+    unnamed = [k for k in ("loss", "grad_norm") if not any(k in r.values for r in updates)]
+    if unnamed:
+        return CheckResult("runtime_check", False, "unreadable_log",
+                           f"train.logs has {len(updates)} update lines but none with {' or '.join(unnamed)}; log "
+                           f"them per update (names the monitor reads: loss, grad_norm or gradNorm, reward_mean or "
+                           f"reward, kl, lr)", f"train.logs:\n{log_tail}", ["train.py"], seconds)
     bad = [r for r in updates if not all(isinstance(r.values.get(k), float) and math.isfinite(r.values[k])
-                                          for k in ("loss", "grad_norm"))]
+                                          for k in ("loss", "grad_norm") if k in r.values)]
     if bad:
         return CheckResult("runtime_check", False, "non_finite",
                            f"update {bad[0].values.get('update')} logged a non-finite loss or grad norm",

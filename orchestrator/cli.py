@@ -183,7 +183,7 @@ def check(
 ) -> None:
     """Every guard and the import check over a folder, no LLM: exit 0 only when all pass."""
     from orchestrator.checks import run_import_check
-    from orchestrator.guards import check_folder
+    from orchestrator.guards import check_folder, errors
 
     try:
         check_source_of_truth(source_of_truth)
@@ -194,7 +194,7 @@ def check(
     violations = check_folder(folder, source_of_truth)
     for v in violations:
         console.print(str(v), markup=False, highlight=False)
-    failed = bool(violations)
+    failed = bool(errors(violations))
     if not skip_import:
         result = run_import_check(folder)
         if not result.passed:
@@ -206,13 +206,17 @@ def check(
 
 
 @app.command()
-def demo(project_root: Path = RootOption) -> None:
+def demo(example: str = typer.Option("cleanup", help="an example under examples/: cleanup, staghunt, ..."),
+         project_root: Path = RootOption) -> None:
     """The whole pipeline offline: a recorded LLM, the tiny local model, no network, no GPU, no key."""
-    from orchestrator.demo import run_demo
+    from orchestrator.demo import roles_of, run_demo
 
     started = time.monotonic()
-    with _progress() as on_event:
-        outcome = run_demo(project_root.resolve(), on_event=on_event)
+    try:
+        with _progress() as on_event:
+            outcome = run_demo(project_root.resolve(), example, on_event=on_event)
+    except (SetupError, WorkspaceError) as exc:
+        _bad_input(str(exc))
     tokens, cost = spent(outcome.state)
     run_dir = project_root.resolve() / "runs" / outcome.run_id
     console.print(f"\n[bold]demo summary[/] ({time.monotonic() - started:.0f} s wall time)")
@@ -221,6 +225,10 @@ def demo(project_root: Path = RootOption) -> None:
         console.print(f"    {a['node']} attempt {a['attempt']}: {a['outcome']}  ({a['tokens']} tokens)",
                       markup=False, highlight=False)
     console.print(f"  tokens (recorded): {tokens}, cost at API prices: ${cost:.2f}")
+    roles = roles_of(outcome)
+    if roles is not None:
+        console.print("  config roles:\n" + "\n".join(f"    {line}" for line in roles.describe().splitlines()),
+                      markup=False, highlight=False)
     console.print(f"  formal run logs: {outcome.state.get('formal_log_dir', '-')}")
     console.print(f"  ideas: {project_root.resolve() / 'workspace' / 'future_improvements.md'}")
     console.print(f"  action log: {project_root.resolve() / 'claude.logs'}; events, report: {run_dir}")

@@ -1,63 +1,126 @@
 """The offline demo: the whole pipeline with a recorded LLM, no network, no GPU, no API key.
 
-The transcript is assembled from the reference generated set (`examples/reference_generated/`) with
-two real faults in the recorded `train.py`: a misspelt import (the import check catches it) and a
-wrong keyword argument to the game (only the tiny-model training run hits it). The recorded fixes
-are SEARCH/REPLACE edits; then come a formal-run proposal sized for a CPU and a review of the
-samples. Token counts are the recorded ones, so the summary shows what a real run would cost.
+An example is a folder `examples/NAME/` holding `reference_generated/` (what an excellent LLM writes
+for that triple) and `source_of_truth/` (the researcher's three files; an example without one uses
+the project's `source_of_truth/`). Optional: `roles.json`, the recorded roles answer (otherwise the
+first guess from the config's field names is recorded as the answer).
+
+The transcript is assembled from the example's files with two real faults put into the recorded
+`train.py`, found generically: a misspelt import of a generated module (the import check catches
+it) and an unexpected keyword argument to `observation_to_text` (only the tiny-model training run
+hits it). The recorded fixes are SEARCH/REPLACE edits; then come a formal-run proposal sized for a
+CPU, by role, and a review. Token counts are the recorded ones, so the summary shows what a real run
+would cost. A fault whose pattern the example's train.py does not contain is left out.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from orchestrator.checks import RuntimeCheckSpec
+from orchestrator.config_file import field_defaults, field_help, load_config_class, value_kind
 from orchestrator.formal import FormalSpec
-from orchestrator.runner import RunOutcome, start_run
+from orchestrator.roles import ConfigRoles, parses_command_line, suggest_roles, validate_roles
+from orchestrator.runner import RunOutcome, SetupError, start_run
 
-REFERENCE = Path(__file__).resolve().parents[1] / "examples" / "reference_generated"
+PROJECT = Path(__file__).resolve().parents[1]
+EXAMPLES = PROJECT / "examples"
+DEFAULT_EXAMPLE = "cleanup"
 
-IMPORT_FAULT = ("import prompt_template\n", "import prompt_templates\n")
-ENV_LINE = "    return env_move.CleanupEnv(width=config.env_width, height=config.env_height, {}=config.num_agents,"
-RUNTIME_FAULT = (ENV_LINE.format("num_agents"), ENV_LINE.format("agents"))
-
-FORMAL_PROPOSAL = {"episodes": 8, "group_size": 2, "max_env_steps": 3, "max_thinking_tokens": 24,
-                   "max_action_tokens": 16, "learning_rate": 1e-5, "warmup_steps": 2, "micro_batch_size": 8,
-                   "bf16": False, "gradient_checkpointing": False, "eval_interval": 2, "eval_episodes": 2,
-                   "sample_log_interval": 4, "save_interval": 0}
+# the formal run of the demo, by role: short, on a CPU, still logging samples and evaluations
+FORMAL_BY_ROLE = {"episodes_total": 8, "updates_total": 4, "group_generations": 2, "episode_turns": 3,
+                  "thinking_cap": 24, "action_cap": 16, "micro_batch": 8, "precision": False, "checkpointing": False,
+                  "eval_every": 2, "sample_every": 4, "save_every": 1000}
 
 IDEAS = """# Future improvements
 
 ## Teach the action format before rewarding play
-Almost every action of this run failed to parse, so every group had equal returns and no gradient. Start
-with a short supervised or format-reward phase (a +0.1 reward for a parseable JSON call) so GRPO has signal.
-Evidence: invalid_action_rate=1
+Almost every action of this run failed to parse, so every group had equal returns and little gradient.
+Start with a short supervised or format-reward phase (a small reward for a parseable JSON call) so GRPO
+has signal from the first update.
+Evidence: invalid_action_rate
 
-## Split the agents into jobs through the prompt
-Both agents see the same board and the same instructions, so they chase the same apples and nobody cleans.
-Give agent 0 the river and agent 1 the orchard in the thinking prompt, and swap the roles every episode.
-Evidence: helper result: STAY (unparseable: no JSON object with an "action" key in the output)
+## Split the agents into roles through the prompt
+All agents see the same board and the same instructions, so they tend to chase the same target. Give
+each agent a standing role in the thinking prompt and rotate the roles between episodes.
+Evidence: helper result
 
 ## Shorter thinking, more turns
 Thinking outputs hit their token cap, which truncates the reasoning the action stage reads. Ask for three
 short bullet points instead of free text, and spend the tokens on longer episodes.
-Evidence: completion_clipped_ratio=1
-
-## Reward cleaning a little while the river is dirty
-Apples stop regrowing at 40% dirt. A small shaped reward for cells cleaned while dirt is above 25% would
-make the cooperative strategy discoverable early; anneal it to zero later in training.
-Evidence: info: {"step": 1, "dirt_fraction":
+Evidence: completion_clipped_ratio
 """
 
 
-def _files(names: tuple[str, ...], faults: dict[str, list[tuple[str, str]]]) -> str:
+@dataclass(frozen=True)
+class Example:
+    name: str
+    source_of_truth: Path
+    reference: Path
+    roles_file: Path
+
+
+def example(name: str) -> Example:
+    folder = EXAMPLES / name
+    reference = folder / "reference_generated"
+    if not reference.is_dir():
+        known = sorted(p.name for p in EXAMPLES.iterdir() if (p / "reference_generated").is_dir())
+        raise SetupError(f"no example {name!r}: expected {reference}; examples: {', '.join(known)}")
+    source = folder / "source_of_truth"
+    return Example(name, source if source.is_dir() else PROJECT / "source_of_truth", reference,
+                   folder / "roles.json")
+
+
+def recorded_roles(ex: Example) -> dict[str, Any]:
+    """The roles answer the demo plays back: the example's own, or the first guess from field names."""
+    config_text = (ex.source_of_truth / "grpo_config.py").read_text()
+    if ex.roles_file.exists():
+        return json.loads(ex.roles_file.read_text())
+    defaults = field_defaults(load_config_class(ex.source_of_truth / "grpo_config.py"))
+    cli = parses_command_line((ex.source_of_truth / "grpo_template.py").read_text(), config_text)
+    return suggest_roles(defaults, field_help(config_text), cli_possible=cli)
+
+
+def formal_proposal(ex: Example, answer: dict[str, Any]) -> dict[str, Any]:
+    """FORMAL_BY_ROLE in the example config's field names, each value of the field's own kind."""
+    config_path = ex.source_of_truth / "grpo_config.py"
+    defaults = field_defaults(load_config_class(config_path))
+    roles = validate_roles(answer, defaults, cli_possible=parses_command_line(
+        (ex.source_of_truth / "grpo_template.py").read_text(), config_path.read_text()))
+    proposal = {}
+    for name, value in roles.to_fields(FORMAL_BY_ROLE).items():
+        if value_kind(defaults[name]) == value_kind(value) or (value_kind(defaults[name]) == "float"
+                                                                and value_kind(value) == "int"):
+            proposal[name] = value
+    return proposal
+
+
+def faults(train_text: str) -> list[tuple[str, str]]:
+    """(correct line, faulty line) pairs found in this train.py: an import and a runtime fault."""
+    found = []
+    module_import = re.search(r"^(\s*(?:import|from)\s+)(prompt_template|helpers)\b(.*)$", train_text, re.M)
+    if module_import:
+        line = module_import.group(0)
+        found.append((line, f"{module_import.group(1)}{module_import.group(2)}s{module_import.group(3)}"))
+    observation = re.search(r"^.*observation_to_text\(([^()\n]*)\).*$", train_text, re.M)
+    if observation:
+        line = observation.group(0)
+        call = f"observation_to_text({observation.group(1)})"
+        found.append((line, line.replace(call, f"observation_to_text({observation.group(1)}, detail_level=2)", 1)))
+    return found
+
+
+def _files(folder: Path, names: tuple[str, ...], replaced: list[tuple[str, str]] = ()) -> str:
     blocks = []
     for name in names:
-        text = (REFERENCE / name).read_text()
-        for old, new in faults.get(name, []):
-            text = text.replace(old, new)
+        text = (folder / name).read_text()
+        for old, new in replaced:
+            text = text.replace(old, new, 1)
         blocks.append(f"FILE: {name}\n````\n{text}````\n")
     return "\n".join(blocks)
 
@@ -66,31 +129,39 @@ def _edit(path: str, search: str, replace: str) -> str:
     return f"FILE: {path}\n<<<<<<< SEARCH\n{search.rstrip()}\n=======\n{replace.rstrip()}\n>>>>>>> REPLACE\n"
 
 
-def transcript() -> dict:
-    faults = {"train.py": [IMPORT_FAULT, RUNTIME_FAULT]}
+def transcript(ex: Example) -> dict:
+    roles = recorded_roles(ex)
+    found = faults((ex.reference / "train.py").read_text())
     reply = lambda tag, text, i, o: {"tag": tag, "text": text, "usage": {"input_tokens": i, "output_tokens": o}}
+    proposal = formal_proposal(ex, roles)
     return {"replies": [
-        reply("generate_helpers", _files(("helpers.py", "helper_readme.md"), faults), 9200, 3100),
-        reply("generate_prompts", _files(("prompt_template.py",), faults), 5400, 1100),
-        reply("generate_train", _files(("train.py",), faults), 24800, 8900),
-        reply("generate_launch", _files(("launch_training.sh",), faults), 2600, 700),
-        reply("fix", _edit("train.py", IMPORT_FAULT[1], IMPORT_FAULT[0]), 15200, 180),
-        reply("fix", _edit("train.py", RUNTIME_FAULT[1], RUNTIME_FAULT[0]), 15900, 210),
-        reply("formal_train", f"```json\n{json.dumps(FORMAL_PROPOSAL, indent=2)}\n```\nA CPU and a tiny model: "
-                              "a short run that still logs samples and evaluations.", 3900, 260),
+        reply("map_roles", f"```json\n{json.dumps(roles, indent=2)}\n```", 7100, 420),
+        reply("generate_helpers", _files(ex.reference, ("helpers.py", "helper_readme.md")), 9200, 3100),
+        reply("generate_prompts", _files(ex.reference, ("prompt_template.py",)), 5400, 1100),
+        reply("generate_train", _files(ex.reference, ("train.py",), [(old, new) for old, new in found]), 24800, 8900),
+        reply("generate_launch", _files(ex.reference, ("launch_training.sh",)), 2600, 700),
+        *[reply("fix", _edit("train.py", new, old), 15200 + 700 * i, 180 + 30 * i) for i, (old, new) in enumerate(found)],
+        reply("formal_train", f"```json\n{json.dumps(proposal, indent=2)}\n```\nA CPU and a tiny model: a short run "
+                              "that still logs samples and evaluations.", 3900, 260),
         reply("review", f"FILE: future_improvements.md\n````\n{IDEAS}````\n", 7400, 640),
     ]}
 
 
-def run_demo(project_root: Path, on_event=lambda line: None) -> RunOutcome:
+def run_demo(project_root: Path, name: str = DEFAULT_EXAMPLE, on_event=lambda line: None) -> RunOutcome:
     from orchestrator.tiny_model import local_tiny_model  # torch and transformers: only when needed
 
+    ex = example(name)
     model = local_tiny_model(project_root)
-    run_id = "demo-" + time.strftime("%Y%m%d-%H%M%S")
+    run_id = f"demo-{name}-" + time.strftime("%Y%m%d-%H%M%S")
     path = project_root / "runs" / run_id / "demo_transcript.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(transcript(), indent=1))
+    path.write_text(json.dumps(transcript(ex), indent=1))
     return start_run(project_root, llm=f"replay:{path}", run_id=run_id, fresh=True, on_event=on_event,
-                     runtime_check=RuntimeCheckSpec(model=model, real_model=False, episodes=4, max_env_steps=2,
-                                                    max_thinking_tokens=16, max_action_tokens=16),
+                     source_of_truth=ex.source_of_truth,
+                     runtime_check=RuntimeCheckSpec(model=model, real_model=False, episodes=4, turns=2, token_cap=16),
                      formal=FormalSpec(model=model, timeout_s=900, hang_seconds=300))
+
+
+def roles_of(outcome: RunOutcome) -> ConfigRoles | None:
+    data = outcome.state.get("roles")
+    return ConfigRoles.from_dict(data) if data else None

@@ -89,16 +89,35 @@ def _read(fh) -> str:
     return fh.read().decode("utf-8", errors="replace")
 
 
+def tracebacks(text: str) -> list[str]:
+    """Every Python traceback in `text`, each through its exception line, in order."""
+    found = []
+    lines = text.splitlines()
+    for start, line in enumerate(lines):
+        if line.strip() != TRACEBACK_HEAD.strip():
+            continue
+        end = start + 1
+        while end < len(lines) and (lines[end].startswith((" ", "\t")) or not lines[end].strip()):
+            end += 1
+        found.append("\n".join(lines[start: end + 1]))
+    return found
+
+
+# a launcher's own traceback after its child failed: the child's traceback, printed before it, is the evidence
+_LAUNCHER_FAILURE = re.compile(r"CalledProcessError|ChildFailedError|accelerate/commands/launch\.py|"
+                               r"torch/distributed/(run|launch)\.py")
+_RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:\s?", re.M)
+
+
 def last_traceback(text: str) -> str:
-    """The last Python traceback in `text`, through its exception line; '' when there is none."""
-    start = text.rfind(TRACEBACK_HEAD)
-    if start == -1:
-        return ""
-    lines = text[start:].splitlines()
-    end = 1
-    while end < len(lines) and (lines[end].startswith((" ", "\t")) or not lines[end].strip()):
-        end += 1
-    return "\n".join(lines[: end + 1])
+    """The last Python traceback in `text` that is not a launcher's report of a failed child ('' when none).
+
+    Under `accelerate launch` or torchrun the child's traceback comes first and the launcher's own
+    (`CalledProcessError`) last; torchrun prefixes each child line with `[rankN]:`, which is removed.
+    """
+    found = tracebacks(_RANK_PREFIX.sub("", text))
+    own = [tb for tb in found if not _LAUNCHER_FAILURE.search(tb)]
+    return (own or found or [""])[-1]
 
 
 def tail(text: str, max_chars: int) -> str:

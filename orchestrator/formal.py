@@ -1,22 +1,22 @@
 """The formal run's config: the LLM proposes values, the orchestrator checks them against the memory
 arithmetic in sizing.py and refuses impossible ones before anything launches.
 
-The accepted values reach train.py as `--field value` arguments (recorded in the manifest), so the
-config file itself keeps its field names and the run stays reproducible from its arguments.
+The accepted values reach train.py the way the config's roles mapping says (`--field value` flags, or
+values written into the generated grpo_config.py); every vetted value is passed, not only the ones
+that differ from the defaults, so nothing hard-coded elsewhere can silently win over them.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib.util
 import json
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.config_file import field_defaults
 from orchestrator.probe import ProbeResult
+from orchestrator.roles import ConfigRoles
 from orchestrator.sizing import check_proposal, estimate_memory, shape_of
 
 DEFAULT_MODEL = "Qwen/Qwen3-4B-Instruct-2507"
@@ -31,21 +31,8 @@ class FormalSpec:
     hang_seconds: float = 1800.0  # no new update for this long -> stopped as hung
 
 
-def load_config_class(path: Path) -> type:
-    """GRPOConfig from a grpo_config.py (a plain dataclass module from the source of truth)."""
-    name = f"_grpo_config_{abs(hash(str(path)))}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve string annotations through sys.modules
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[name]
-    return module.GRPOConfig
-
-
 def config_values(config_cls: type) -> dict[str, Any]:
-    return dataclasses.asdict(config_cls())
+    return field_defaults(config_cls)
 
 
 def parse_proposal(text: str) -> dict[str, Any]:
@@ -60,33 +47,27 @@ def parse_proposal(text: str) -> dict[str, Any]:
     return proposal
 
 
-def vet(proposal: dict[str, Any], config_cls: type, model: str, machine: ProbeResult) -> dict[str, Any]:
+def vet(proposal: dict[str, Any], config_cls: type, roles: ConfigRoles, model: str,
+        machine: ProbeResult) -> dict[str, Any]:
     """The proposal merged with the defaults, or ValueError with the problems and the arithmetic."""
     base = config_values(config_cls)
     problems = check_proposal(proposal, base, set(base), config_cls=config_cls)
     if problems:
         raise ValueError("refused: " + "; ".join(problems))
-    merged = {**base, **proposal, "model_name": model}
+    merged = {**base, **proposal, **roles.to_fields({"model": model})}
     shape = shape_of(model)
     if shape is not None:
-        estimate = estimate_memory(shape, merged, machine.gpus)
+        estimate = estimate_memory(shape, roles.read(merged), machine.gpus)
         if not estimate.fits:
             raise ValueError(f"refused: these values do not fit in memory\n{estimate.explanation}")
     return merged
 
 
-def memory_text(config: dict[str, Any], model: str, machine: ProbeResult) -> str:
+def memory_text(config: dict[str, Any], roles: ConfigRoles, model: str, machine: ProbeResult) -> str:
     shape = shape_of(model)
     if shape is None:
         return f"(no shape known for {model}: no estimate)"
-    return estimate_memory(shape, config, machine.gpus).explanation
-
-
-def to_args(values: dict[str, Any]) -> list[str]:
-    args: list[str] = []
-    for name, value in values.items():
-        args += [f"--{name}", str(value).lower() if isinstance(value, bool) else str(value)]
-    return args
+    return estimate_memory(shape, roles.read(config), machine.gpus).explanation
 
 
 TRUNCATION_LIMIT = 0.5  # fraction of completions cut at their token cap
@@ -99,11 +80,12 @@ def is_stand_in(model: str) -> bool:
     return (Path(model) / "tiny_model.json").exists()
 
 
-def token_cap_raise(trends: dict[str, float], config: dict[str, Any]) -> dict[str, int]:
-    """Outputs mostly truncated at max_new_tokens: double both caps (bounded); {} when fine."""
+def token_cap_raise(trends: dict[str, float], config: dict[str, Any], roles: ConfigRoles) -> dict[str, int]:
+    """Outputs mostly truncated at their cap: double the caps' fields (bounded); {} when fine or capless."""
     if trends.get("completion_clipped_ratio_mean", 0.0) <= TRUNCATION_LIMIT:
         return {}
-    raised = {k: min(2 * config[k], MAX_NEW_TOKENS_CAP) for k in ("max_thinking_tokens", "max_action_tokens")}
+    caps = {name for role in ("thinking_cap", "action_cap") if (name := roles.field_of(role))}
+    raised = {name: min(2 * config[name], MAX_NEW_TOKENS_CAP) for name in sorted(caps)}
     return {k: v for k, v in raised.items() if v != config[k]}
 
 

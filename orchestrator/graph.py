@@ -1,6 +1,6 @@
 """The StateGraph: nodes, edges and routers. Nodes live in orchestrator/nodes; this file only wires them.
 
-    setup -> generate_helpers -> generate_prompts -> generate_train -> generate_launch
+    setup -> map_roles -> generate_helpers -> generate_prompts -> generate_train -> generate_launch
           -> rules -> import_check -> runtime_check -> formal_train -> review -> finish
     a failing check or a stopped formal run -> fix -> rules (every check re-runs, cheapest first)
     a stopped run (blocked, budget, failed) -> finish
@@ -19,12 +19,13 @@ from orchestrator.nodes.finish import finish
 from orchestrator.nodes.fix import fix
 from orchestrator.nodes.generate import STEPS, make_node
 from orchestrator.nodes.review import review
+from orchestrator.nodes.roles import map_roles
 from orchestrator.nodes.setup import setup
 from orchestrator.nodes.train import formal_train
 from orchestrator.state import RunContext, RunState
 
 STOP_STATUSES = ("blocked", "failed", "budget")
-GENERATION = ("setup", *(step.node for step in STEPS))
+GENERATION = ("setup", "map_roles", *(step.node for step in STEPS))
 CHECKS = ("rules", "import_check", "runtime_check", "formal_train")
 NODES = (*GENERATION, *CHECKS, "fix", "review", "finish")
 
@@ -63,6 +64,7 @@ def after_formal_train(state: RunState) -> str:
 def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
     builder = StateGraph(RunState, context_schema=RunContext)
     builder.add_node("setup", setup)
+    builder.add_node("map_roles", map_roles)
     for step in STEPS:
         builder.add_node(step.node, make_node(step))
     for name, node in CHECK_NODES.items():

@@ -1,62 +1,72 @@
-"""Static guards over a generated folder: the seed's rules, as code.
+"""Static guards over a generated folder: the brief's rules, as code.
 
 Every rule is a pure function over file texts that returns a list of `Violation`s (empty: the rule
-holds). Nothing is imported or executed: the rules use `compile`, the AST and the section markers
-only, so whatever needs running code (that the prompt builders really return chat messages, that
-a helper returns a game action) is left to the import and runtime checks. `check_folder` is the
-only function that reads the disk. Line numbers refer to the checked file.
+holds). Nothing is imported or executed: the rules use `compile`, the AST and the template's
+section markers only, so whatever needs running code (that the prompt builders really return chat
+messages, that a helper really plays) is left to the import and runtime checks. `check_folder` is
+the only function that reads the disk. Line numbers refer to the checked file. Each rule names the
+line of BRIEF.md it enforces; a rule the brief does not ask for reports a warning, never a failure.
 
 Rule ids, cheapest first:
 
 - file-missing: each generated file and each copy of a source-of-truth file exists.
-- syntax-error: each .py file compiles (.sh files are not run here; `bash -n` is a separate check).
-- protected-file-changed: env_move.py and grpo_template.py are byte-identical to source_of_truth.
+- syntax-error: each .py file compiles.
+- protected-file-changed: env_move.py and grpo_template.py are byte-identical to the source of
+  truth ("Do NOT modify env_move.py, or grpo_template.py").
 - config-class-missing, config-fields-changed: grpo_config.py keeps class GRPOConfig with exactly
-  the source's field names; values may change.
-- markers-broken: train.py's section markers are spelled exactly, balanced, unnested and closed.
-- generic-section-changed: train.py's GENERIC sections are the template's, byte for byte, in the
-  same count and order.
-- customize-sections-changed: train.py's CUSTOMIZE sections are the template's holes (by HOLE
-  name), in the same order.
-- customize-hole-unfilled: each CUSTOMIZE hole holds code that is neither empty, nor the
-  template's placeholder, nor still raising NotImplementedError("CUSTOMIZE ...").
-- outside-sections-changed: train.py's text outside the sections is the template's, so no code
-  can sit after a GENERIC section and redefine what it defines.
-- action-names-missing, action-names-invalid: prompt_template.py defines ACTION_NAMES as a
-  literal list of strings.
-- unknown-action: every ACTION_NAMES entry is an action helper in helpers.py.
-- prompt-builder-missing, prompt-builder-signature: build_thinking_prompt(observation, agent_id,
-  turn) and build_action_prompt(observation, agent_id, turn, thinking) exist, with a chat-messages
-  return annotation if any.
+  the source's field names ("Do NOT add or delete parameters in grpo_config.py, but you can change
+  values").
+- markers-broken, sections-changed: train.py has the template's sections, in the template's order,
+  each opened by the template's own marker line ("Replace every # === CUSTOMIZE === section").
+- generic-section-changed: each GENERIC section equals the template's, byte for byte ("Keep all
+  # === GENERIC — DO NOT MODIFY === sections unchanged").
+- customize-hole-unfilled: each CUSTOMIZE section holds code that is neither empty, nor the
+  template's text, nor a placeholder (`pass`, `...`, `raise NotImplementedError`) ("Replace every
+  # === CUSTOMIZE === section with real implementations").
+- outside-sections-changed (warning): text outside every section (a docstring above the first
+  marker, text after an end marker) differs from the template's.
+- prompt-builder-missing, prompt-builder-signature: create_thinking_prompt(obs_text, agent_id) and
+  create_single_stage_prompt(obs_text, thinking_response, agent_id) exist and take those arguments
+  positionally, with a chat-messages return annotation if any ("Two prompt-building functions that
+  return list[dict] with role/content keys").
+- unknown-action: every action name prompt_template.py offers (a JSON example's "action" value, an
+  entry of a list or dict of names that holds a helper's name) is an action helper in helpers.py
+  ("When fixing prompt_template.py, ensure action names match the functions in helpers.py").
 - observation-to-text-missing: helpers.py defines observation_to_text(env, agent_id).
-- helper-signature: observation_to_text and every action helper take (env, agent_id, ...) and can
-  be called from {"action": NAME, "agent_id": I, "args": {...}} as NAME(env, agent_id, **args).
-- helper-calls-helper: no action helper (nor private utility) calls a public helper.
+- helper-signature: every action helper takes the env and the agent id first and its further
+  parameters by name, so it is callable from {"action": NAME, "agent_id": I, "args": {...}} as
+  NAME(env, agent_id, **args); a return annotation, if any, is bool ("Functions are called via JSON",
+  "returns whether the task completed").
+- helper-calls-helper: no action helper (nor private utility) calls a public helper ("Functions
+  must be independent — no helper calling another helper").
 """
 
 from __future__ import annotations
 
 import ast
+import difflib
 import re
+import textwrap
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-GENERIC_START = "# === GENERIC — DO NOT MODIFY ==="
-GENERIC_END = "# === END GENERIC ==="
-CUSTOMIZE_START = "# === CUSTOMIZE ==="
-CUSTOMIZE_END = "# === END CUSTOMIZE ==="
+from orchestrator.template import (CUSTOMIZE, GENERIC, Section, TemplateError, outside_lines, read_sections,
+                                   read_template, split_lines)
+
 PROTECTED_FILES = ("env_move.py", "grpo_template.py")
 GENERATED_FILES = ("helpers.py", "helper_readme.md", "prompt_template.py", "train.py", "launch_training.sh")
 SOURCE_FILES = ("env_move.py", "grpo_config.py", "grpo_template.py")
 FOLDER_FILES = GENERATED_FILES + SOURCE_FILES
 
+CONFIG_CLASS = "GRPOConfig"
 OBSERVATION_HELPER = "observation_to_text"
 PROMPT_BUILDERS = {
-    "build_thinking_prompt": ("observation", "agent_id", "turn"),
-    "build_action_prompt": ("observation", "agent_id", "turn", "thinking"),
+    "create_thinking_prompt": ("obs_text", "agent_id"),
+    "create_single_stage_prompt": ("obs_text", "thinking_response", "agent_id"),
 }
-_MESSAGES_ANNOTATIONS = {"list", "list[dict]", "list[dict[str,str]]"}
+_MESSAGES_ANNOTATIONS = {"list", "list[dict]", "list[dict[str,str]]", "list[dict[str,Any]]"}
+DIFF_LINES = 40  # lines of a unified diff shown in one violation
 
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -66,103 +76,17 @@ class Violation:
     rule: str
     file: str
     line: int | None
-    message: str  # one line: what is wrong and what to do about it
+    message: str  # what is wrong and what to do about it
+    severity: str = "error"  # "warning": reported, never a failure
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
-        return f"{self.rule} {where}: {self.message}"
+        prefix = "warning " if self.severity == "warning" else ""
+        return f"{prefix}{self.rule} {where}: {self.message}"
 
 
-@dataclass(frozen=True)
-class Section:
-    kind: str  # "generic" or "customize"
-    name: str  # customize: the NAME of its "# HOLE NAME:" first line, else ""; generic: its 0-based index
-    start_line: int  # line of the opening marker
-    text: str  # the lines between the markers, exclusive, with their newlines
-
-
-class MarkerError(ValueError):
-    """Broken section markers; `line` is where, `problem` says what."""
-
-    def __init__(self, line: int, problem: str) -> None:
-        super().__init__(f"line {line}: {problem}")
-        self.line, self.problem = line, problem
-
-
-# ---------------------------------------------------------------- sections
-
-_MARKERS = {
-    GENERIC_START: ("generic", True), GENERIC_END: ("generic", False),
-    CUSTOMIZE_START: ("customize", True), CUSTOMIZE_END: ("customize", False),
-}
-_END_MARKER = {"generic": GENERIC_END, "customize": CUSTOMIZE_END}
-_HOLE = re.compile(r"#\s*HOLE\s+([^\s:]+)\s*:")
-
-
-def _loose(line: str) -> str:
-    return re.sub(r"[^A-Z]", "", line.upper())
-
-
-_LOOSE_MARKERS = {_loose(marker): marker for marker in _MARKERS}
-
-
-def extract_sections(text: str) -> list[Section]:
-    """The GENERIC and CUSTOMIZE sections of `text`, in order; MarkerError (a ValueError) if broken."""
-    sections: list[Section] = []
-    open_kind: str | None = None
-    open_line = 0
-    body: list[str] = []
-    for number, line in enumerate(_lines(text), start=1):
-        marker = _marker(line, number)
-        if marker is None:
-            if open_kind is not None:
-                body.append(line)
-            continue
-        kind, opens = marker
-        if opens:
-            if open_kind is not None:
-                raise MarkerError(number, f"{kind.upper()} start marker inside the {open_kind.upper()} section "
-                                          f"opened at line {open_line}; close that one first with "
-                                          f"{_END_MARKER[open_kind]!r}")
-            open_kind, open_line, body = kind, number, []
-            continue
-        if open_kind is None:
-            raise MarkerError(number, f"{_END_MARKER[kind]!r} closes no open section")
-        if kind != open_kind:
-            raise MarkerError(number, f"{_END_MARKER[kind]!r} cannot close the {open_kind.upper()} section opened at "
-                                      f"line {open_line}; that one ends with {_END_MARKER[open_kind]!r}")
-        section_text = "".join(body)
-        name = _hole_name(section_text) if kind == "customize" else str(sum(s.kind == kind for s in sections))
-        sections.append(Section(kind, name, open_line, section_text))
-        open_kind = None
-    if open_kind is not None:
-        raise MarkerError(open_line, f"the {open_kind.upper()} section opened here is never closed with "
-                                     f"{_END_MARKER[open_kind]!r}")
-    return sections
-
-
-def _marker(line: str, number: int) -> tuple[str, bool] | None:
-    stripped = line.strip()
-    if stripped in _MARKERS:
-        return _MARKERS[stripped]
-    # a near miss (a hyphen for the em dash, a missing space) would silently turn a section into plain code
-    if stripped.startswith("#") and "==" in stripped and _loose(stripped) in _LOOSE_MARKERS:
-        raise MarkerError(number, f"malformed section marker {stripped!r}; "
-                                  f"write it exactly as {_LOOSE_MARKERS[_loose(stripped)]!r}")
-    return None
-
-
-def _hole_name(text: str) -> str:
-    for line in _lines(text):
-        if line.strip():
-            match = _HOLE.match(line.strip())
-            return match.group(1) if match else ""
-    return ""
-
-
-def _section_lines(section: Section) -> range:
-    """Line numbers of the section, both markers included."""
-    return range(section.start_line, section.start_line + len(_lines(section.text)) + 2)
+def errors(violations: Iterable[Violation]) -> list[Violation]:
+    return [v for v in violations if v.severity != "warning"]
 
 
 # ---------------------------------------------------------------- protected files and config
@@ -171,7 +95,7 @@ def check_protected(name: str, text: str, source_text: str) -> list[Violation]:
     """A protected file must equal its source of truth exactly (compared as given)."""
     if text == source_text:
         return []
-    line = _first_difference(_lines(text), _lines(source_text)) + 1
+    line = _first_difference(split_lines(text), split_lines(source_text)) + 1
     return [Violation("protected-file-changed", name, line,
                       f"{name} is protected but differs from source_of_truth/{name} at line {line}; restore it "
                       f"byte-identical from source_of_truth and make the change in a generated file instead")]
@@ -182,13 +106,13 @@ def check_config(text: str, source_text: str) -> list[Violation]:
     syntax = check_syntax("grpo_config.py", text)
     if syntax:
         return syntax
-    expected = _config_fields(ast.parse(source_text))
+    expected = config_fields(ast.parse(source_text))
     if expected is None:
-        raise ValueError("source_of_truth/grpo_config.py has no class GRPOConfig")
-    actual = _config_fields(ast.parse(text))
+        raise ValueError(f"source_of_truth/grpo_config.py has no class {CONFIG_CLASS}")
+    actual = config_fields(ast.parse(text))
     if actual is None:
         return [Violation("config-class-missing", "grpo_config.py", None,
-                          "class GRPOConfig is missing; restore it from source_of_truth/grpo_config.py "
+                          f"class {CONFIG_CLASS} is missing; restore it from source_of_truth/grpo_config.py "
                           "(field values may change, field names may not)")]
     added = [name for name in actual if name not in expected]
     removed = [name for name in expected if name not in actual]
@@ -200,14 +124,13 @@ def check_config(text: str, source_text: str) -> list[Violation]:
     if removed:
         changes.append(f"removed {', '.join(repr(n) for n in removed)}")
     return [Violation("config-fields-changed", "grpo_config.py", actual[added[0]] if added else None,
-                      f"GRPOConfig's field names changed: {'; '.join(changes)}; a run may change field values, "
-                      f"never the set of names: restore the names of source_of_truth/grpo_config.py "
-                      f"(values are overridden with --field value on the command line)")]
+                      f"{CONFIG_CLASS}'s field names changed: {'; '.join(changes)}; a run may change field values, "
+                      f"never the set of names: restore the names of source_of_truth/grpo_config.py")]
 
 
-def _config_fields(tree: ast.Module) -> dict[str, int] | None:
+def config_fields(tree: ast.Module) -> dict[str, int] | None:
     """Field name -> line, in order; None without a top-level class GRPOConfig."""
-    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "GRPOConfig"]
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == CONFIG_CLASS]
     if not classes:
         return None
     return {node.target.id: node.lineno for node in classes[-1].body
@@ -217,159 +140,146 @@ def _config_fields(tree: ast.Module) -> dict[str, int] | None:
 # ---------------------------------------------------------------- train.py
 
 def check_train(text: str, template_text: str) -> list[Violation]:
-    """train.py keeps the template's GENERIC sections and fills every CUSTOMIZE hole.
+    """train.py has the template's sections in order: GENERIC ones byte-identical, CUSTOMIZE ones filled.
 
-    GENERIC sections are compared byte for byte with the template's, by position. CUSTOMIZE sections
-    are matched by HOLE name; a hole is unfilled when its code (comments and blank lines aside) is
-    empty, still contains NotImplementedError("CUSTOMIZE, or parses to the same AST as the
-    template's hole (the stripped code lines are compared when it does not parse on its own).
-    Broken markers in train.py are one violation; the template's markers are trusted, so broken
-    ones there raise MarkerError.
+    Sections are paired by position. The template is the researcher's and is trusted: a template
+    whose markers cannot be read raises TemplateError (bad input, reported before any run).
     """
-    expected = extract_sections(template_text)
+    expected = read_template(template_text)
     try:
-        actual = extract_sections(text)
-    except MarkerError as error:
+        actual = read_sections(text)
+    except TemplateError as error:
         return [Violation("markers-broken", "train.py", error.line,
-                          f"section markers are broken: {error.problem}; each section opens and closes with its "
-                          f"own marker line, exactly as in grpo_template.py")]
-    generic = [s for s in actual if s.kind == "generic"]
-    expected_generic = [s for s in expected if s.kind == "generic"]
-    holes = [s for s in actual if s.kind == "customize"]
-    expected_holes = [s for s in expected if s.kind == "customize"]
-    violations = _check_generic(generic, expected_generic) + _check_hole_order(holes, expected_holes)
-    aligned = len(generic) == len(expected_generic) and [s.name for s in holes] == [s.name for s in expected_holes]
-    violations += _check_holes(holes, expected_holes)
-    if aligned:  # otherwise the text outside sections differs as a consequence, already reported
+                          f"section markers are broken: {error.problem}; keep the marker lines of grpo_template.py")]
+    if [s.kind for s in actual] != [s.kind for s in expected]:
+        return [Violation("sections-changed", "train.py", None,
+                          f"train.py's sections are [{_layout(actual)}] but grpo_template.py's are "
+                          f"[{_layout(expected)}]; keep every marker line of the template, in its order, and "
+                          f"write code only inside the CUSTOMIZE sections")]
+    violations = []
+    for got, want in zip(actual, expected):
+        if got.marker != want.marker:
+            violations.append(Violation(
+                "markers-broken", "train.py", got.start_line,
+                f"marker line {got.marker.strip()!r} differs from the template's {want.marker.strip()!r} "
+                f"(line {want.start_line}); write it exactly as in grpo_template.py"))
+        elif want.kind == GENERIC and got.text != want.text:
+            violations.append(_generic_changed(got, want))
+        elif want.kind == CUSTOMIZE:
+            reason = unfilled_reason(got.text, want.text)
+            if reason is not None:
+                violations.append(Violation(
+                    "customize-hole-unfilled", "train.py", got.start_line,
+                    f"{want.describe()} is not filled: {reason}; replace it with a real implementation of what "
+                    f"the template asks there"))
+    if not violations:
         violations += _check_outside(text, actual, template_text, expected)
     return violations
 
 
-def _check_generic(actual: list[Section], expected: list[Section]) -> list[Violation]:
-    if len(actual) != len(expected):
-        texts, expected_texts = {s.text for s in actual}, {s.text for s in expected}
-        lost = [_describe_generic(s) for s in expected if s.text not in texts]
-        extra = [f"line {s.start_line}" for s in actual if s.text not in expected_texts]
-        details = []
-        if lost:
-            details.append(f"missing or changed: {'; '.join(lost)}")
-        if extra:
-            details.append(f"not in the template: the sections at {', '.join(extra)}")
-        return [Violation("generic-section-changed", "train.py", None,
-                          f"train.py has {len(actual)} GENERIC sections, grpo_template.py has {len(expected)} "
-                          f"({'; '.join(details)}); restore every GENERIC section exactly from grpo_template.py, "
-                          f"markers included")]
-    violations = []
-    for got, want in zip(actual, expected):
-        if got.text == want.text:
-            continue
-        got_lines, want_lines = _lines(got.text), _lines(want.text)
-        index = _first_difference(got_lines, want_lines)
-        violations.append(Violation(
-            "generic-section-changed", "train.py", got.start_line + 1 + index,
-            f"{_describe_generic(want)} was changed: expected {_quote_at(want_lines, index)}, found "
-            f"{_quote_at(got_lines, index)}; restore it exactly from grpo_template.py"))
-    return violations
+def _layout(sections: list[Section]) -> str:
+    return ", ".join(f"{s.kind.upper()}@{s.start_line}" for s in sections) or "none"
 
 
-def _describe_generic(section: Section) -> str:
-    return (f"the {_ordinal(int(section.name) + 1)} GENERIC section (template line {section.start_line}, "
-            f"beginning {_quote(_first_code_line(section.text))})")
+def _generic_changed(got: Section, want: Section) -> Violation:
+    got_lines, want_lines = split_lines(got.text), split_lines(want.text)
+    index = _first_difference(got_lines, want_lines)
+    diff = list(difflib.unified_diff(want_lines, got_lines, fromfile="grpo_template.py", tofile="train.py",
+                                     lineterm="", n=1))
+    shown = "".join(line if line.endswith("\n") else line + "\n" for line in diff[:DIFF_LINES])
+    more = f"... {len(diff) - DIFF_LINES} more diff lines\n" if len(diff) > DIFF_LINES else ""
+    return Violation("generic-section-changed", "train.py", got.start_line + 1 + index,
+                     f"{want.describe()} was changed; restore it exactly from grpo_template.py (diff, template "
+                     f"first):\n{shown}{more}".rstrip("\n"))
 
 
-def _check_hole_order(actual: list[Section], expected: list[Section]) -> list[Violation]:
-    names = [s.name for s in actual]
-    expected_names = [s.name for s in expected]
-    if names == expected_names:
-        return []
-    found = ", ".join(f"{s.name or '(no # HOLE line)'} (line {s.start_line})" for s in actual) or "none"
-    return [Violation("customize-sections-changed", "train.py", None,
-                      f"train.py's CUSTOMIZE sections are [{found}] but grpo_template.py's are "
-                      f"[{', '.join(expected_names)}]; keep exactly one CUSTOMIZE section per HOLE, in the "
-                      f"template's order, each starting with its '# HOLE NAME:' comment")]
+_PLACEHOLDER_CALLS = {"NotImplementedError"}
 
 
-def _check_holes(actual: list[Section], expected: list[Section]) -> list[Violation]:
-    by_name: dict[str, Section] = {}
-    for section in actual:
-        by_name.setdefault(section.name, section)
-    violations = []
-    for want in expected:
-        got = by_name.get(want.name)
-        problem = _unfilled(got, want) if got is not None else None
-        if problem is not None:
-            line, reason = problem
-            violations.append(Violation(
-                "customize-hole-unfilled", "train.py", line,
-                f"CUSTOMIZE hole {want.name!r} is not filled: {reason}; write the code its "
-                f"'# HOLE {want.name}:' comment asks for"))
-    return violations
-
-
-_PLACEHOLDER = re.compile(r"""NotImplementedError\(\s*["']CUSTOMIZE""")
-
-
-def _unfilled(got: Section, want: Section) -> tuple[int, str] | None:
-    """(line, reason) when the hole holds no real code yet."""
-    code = _code_lines(got.text)
+def unfilled_reason(got: str, want: str) -> str | None:
+    """Why a CUSTOMIZE section still holds no real code, or None when it does."""
+    code = _code_lines(got)
     if not code:
-        return got.start_line, "it holds no code"
-    for offset, line in code:
-        if _PLACEHOLDER.search(line):
-            return got.start_line + 1 + offset, f"it still has the template's placeholder {_quote(line)}"
-    if _fingerprint(got.text) == _fingerprint(want.text):
-        return got.start_line, "its code is still the template's"
+        return "it holds no code"
+    if _same_code(got, want):
+        return "it is still the template's text"
+    tree = _parse_block(got)
+    if tree is None:
+        return None  # the syntax check reports a broken file; a hole that cannot parse alone is judged at run time
+    if all(_is_placeholder(node) for node in tree.body):
+        return "it holds only placeholder statements (pass, ..., raise NotImplementedError)"
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and all(
+                _is_placeholder(statement) for statement in _without_docstring(node.body)):
+            return f"{node.name}() still has a placeholder body"
     return None
+
+
+def _parse_block(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(textwrap.dedent(text))
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _same_code(a: str, b: str) -> bool:
+    tree_a, tree_b = _parse_block(a), _parse_block(b)
+    if tree_a is not None and tree_b is not None:
+        return ast.dump(tree_a) == ast.dump(tree_b)
+    return [line for _, line in _code_lines(a)] == [line for _, line in _code_lines(b)]
+
+
+def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        return body[1:]
+    return body
+
+
+def _is_placeholder(node: ast.stmt) -> bool:
+    if isinstance(node, ast.Pass):
+        return True
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+        return node.value.value is Ellipsis or isinstance(node.value.value, str)
+    if isinstance(node, ast.Raise) and node.exc is not None:
+        exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+        return isinstance(exc, ast.Name) and exc.id in _PLACEHOLDER_CALLS
+    return False
 
 
 def _code_lines(text: str) -> list[tuple[int, str]]:
     """(0-based offset, stripped line) for each line that is neither blank nor a comment."""
-    return [(offset, line.strip()) for offset, line in enumerate(_lines(text))
+    return [(offset, line.strip()) for offset, line in enumerate(split_lines(text))
             if line.strip() and not line.strip().startswith("#")]
-
-
-def _fingerprint(text: str) -> str:
-    try:
-        return ast.dump(ast.parse(text))
-    except (SyntaxError, ValueError):
-        return "\n".join(line for _, line in _code_lines(text))
 
 
 def _check_outside(text: str, sections: list[Section], template_text: str,
                    template_sections: list[Section]) -> list[Violation]:
-    got = _outside_lines(text, sections)
-    want = [line for _, line in _outside_lines(template_text, template_sections)]
+    got = outside_lines(text, sections)
+    want = [line for _, line in outside_lines(template_text, template_sections)]
     index = _first_difference([line for _, line in got], want)
     if index == len(got) == len(want):
         return []
     return [Violation("outside-sections-changed", "train.py", got[index][0] if index < len(got) else None,
                       f"the text outside the sections differs from grpo_template.py: expected "
-                      f"{_quote_at(want, index)}, found {_quote_at([line for _, line in got], index)}; code goes "
-                      f"only inside CUSTOMIZE sections: restore everything outside the sections from the template")]
-
-
-def _outside_lines(text: str, sections: list[Section]) -> list[tuple[int, str]]:
-    """(line number, line without trailing space) of the non-blank lines outside every section."""
-    inside = {number for section in sections for number in _section_lines(section)}
-    return [(number, line.rstrip()) for number, line in enumerate(_lines(text), start=1)
-            if number not in inside and line.strip()]
+                      f"{_quote_at(want, index)}, found {_quote_at([line for _, line in got], index)}; keep the "
+                      f"template's text outside its sections", severity="warning")]
 
 
 # ---------------------------------------------------------------- prompt_template.py
 
 def check_prompt_template(text: str, helpers_text: str) -> list[Violation]:
-    """ACTION_NAMES names action helpers; both prompt builders exist with the trainer's parameters.
+    """Both prompt builders exist and take the brief's arguments; every offered action is a helper.
 
     That a builder returns list[dict] with "role" and "content" cannot be proven from the AST: only a
-    return annotation, when present, is checked (list, list[dict] or list[dict[str, str]], directly
-    or through a module-level alias); the import and runtime checks call the builders.
+    return annotation, when present, is checked; the import and runtime checks call the builders.
     """
     syntax = check_syntax("prompt_template.py", text) + check_syntax("helpers.py", helpers_text)
     if syntax:
         return syntax
     tree = ast.parse(text)
     functions = _functions(tree)
-    violations = _check_action_names(tree, _functions(ast.parse(helpers_text)))
+    violations = _check_offered_actions(tree, _action_helpers(_functions(ast.parse(helpers_text))))
     for name, params in PROMPT_BUILDERS.items():
         builder = functions.get(name)
         if builder is None:
@@ -382,42 +292,53 @@ def check_prompt_template(text: str, helpers_text: str) -> list[Violation]:
     return violations
 
 
-def _check_action_names(tree: ast.Module, helper_functions: dict[str, _Function]) -> list[Violation]:
-    assigned = _module_assignment(tree, "ACTION_NAMES")
-    if assigned is None:
-        return [Violation("action-names-missing", "prompt_template.py", None,
-                          "no module-level ACTION_NAMES; define ACTION_NAMES = [\"name\", ...] listing the "
-                          "helpers.py action helpers the model may call")]
-    value, line = assigned
-    elements = value.elts if isinstance(value, (ast.List, ast.Tuple)) else []
-    names = [e for e in elements if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-    if not names or len(names) != len(elements):
-        return [Violation("action-names-invalid", "prompt_template.py", line,
-                          "ACTION_NAMES must be a non-empty list of string literals, e.g. [\"move\", \"stay\"], "
-                          "so it can be checked without importing; write the names out")]
-    actions = _action_helpers(helper_functions)
-    violations = []
-    for element in names:
-        name = element.value
-        if name not in actions:
-            why = ("is not an action helper (observation_to_text and _private functions are not)"
-                   if name in helper_functions else "is not a top-level function in helpers.py")
-            violations.append(Violation(
-                "unknown-action", "prompt_template.py", element.lineno,
-                f"ACTION_NAMES entry {name!r} {why}; define def {name}(env, agent_id, ...) in helpers.py "
-                f"or remove it from ACTION_NAMES"))
+_JSON_ACTION = re.compile(r"""["']action["']\s*:\s*["']([A-Za-z_]\w*)["']""")
+_IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
+
+
+def offered_actions(tree: ast.Module, helpers: set[str]) -> list[tuple[str, int]]:
+    """(name, line) of each action name the prompts offer the model.
+
+    Two sources: the "action" value of any JSON-like example in a string, and the entries of any
+    list, tuple, set or dict literal of names that holds at least one helper's name (an action menu).
+    """
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found += [(name, node.lineno) for name in _JSON_ACTION.findall(node.value)]
+        elif isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
+            items = node.keys if isinstance(node, ast.Dict) else node.elts
+            names = [(e.value, e.lineno) for e in items if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                     and _IDENTIFIER.match(e.value)]
+            if any(name in helpers for name, _ in names):
+                found += names
+    return found
+
+
+def _check_offered_actions(tree: ast.Module, helpers: set[str]) -> list[Violation]:
+    violations, seen = [], set()
+    for name, line in offered_actions(tree, helpers):
+        if name in helpers or name in seen:
+            continue
+        seen.add(name)
+        violations.append(Violation(
+            "unknown-action", "prompt_template.py", line,
+            f"the prompt offers action {name!r}, which is not an action helper in helpers.py; the action "
+            f"helpers are: {', '.join(sorted(helpers)) or '(none)'}; use one of them or define {name} in helpers.py"))
     return violations
 
 
 def _check_builder(builder: _Function, params: tuple[str, ...], aliases: dict[str, ast.expr]) -> list[Violation]:
     violations = []
-    positional = tuple(a.arg for a in builder.args.posonlyargs + builder.args.args)
-    required_keywords = [a.arg for a, d in zip(builder.args.kwonlyargs, builder.args.kw_defaults) if d is None]
-    if positional != params or required_keywords:
+    args = builder.args
+    positional = args.posonlyargs + args.args
+    required = len(positional) - len(args.defaults)
+    required_keywords = [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
+    if not (required <= len(params) <= len(positional) or args.vararg) or required_keywords:
         violations.append(Violation(
             "prompt-builder-signature", "prompt_template.py", builder.lineno,
-            f"{builder.name}({ast.unparse(builder.args)}) must take exactly the positional parameters "
-            f"({', '.join(params)}) and nothing else required: the trainer calls {builder.name}({', '.join(params)})"))
+            f"{builder.name}({ast.unparse(args)}) must be callable as {builder.name}({', '.join(params)}): "
+            f"exactly {len(params)} positional arguments and nothing else required"))
     if builder.returns is not None and not _is_messages_annotation(builder.returns, aliases):
         violations.append(Violation(
             "prompt-builder-signature", "prompt_template.py", builder.lineno,
@@ -450,14 +371,7 @@ def _aliases(tree: ast.Module) -> dict[str, ast.expr]:
     return aliases
 
 
-def _module_assignment(tree: ast.Module, name: str) -> tuple[ast.expr, int] | None:
-    """The value and line of the last module-level assignment to `name`."""
-    node = _aliases(tree).get(name)
-    return None if node is None else (node, node.lineno)
-
-
 # ---------------------------------------------------------------- helpers.py
-
 
 def check_helpers(text: str) -> list[Violation]:
     """observation_to_text(env, agent_id) exists; action helpers are callable as NAME(env, agent_id, **args).
@@ -478,7 +392,7 @@ def check_helpers(text: str) -> list[Violation]:
         violations.append(Violation(
             "observation-to-text-missing", "helpers.py", None,
             f"no top-level function {OBSERVATION_HELPER}(env, agent_id); define it, returning the text one "
-            f"agent sees this turn"))
+            f"agent sees this turn, with coordinates"))
     else:
         violations += _check_observation_signature(observe)
     public = {name for name in functions if not name.startswith("_")}
@@ -502,9 +416,9 @@ def _action_helpers(functions: dict[str, _Function]) -> set[str]:
 
 def _check_observation_signature(function: _Function) -> list[Violation]:
     args = function.args
-    positional = [a.arg for a in args.posonlyargs + args.args]
+    positional = args.posonlyargs + args.args
     required = len(positional) - len(args.defaults) + sum(d is None for d in args.kw_defaults)
-    if positional[:2] == ["env", "agent_id"] and required <= 2:
+    if len(positional) >= 2 and required <= 2:
         return []
     return [Violation("helper-signature", "helpers.py", function.lineno,
                       f"{OBSERVATION_HELPER}({ast.unparse(args)}) is called as {OBSERVATION_HELPER}(env, agent_id): "
@@ -514,18 +428,21 @@ def _check_observation_signature(function: _Function) -> list[Violation]:
 def _check_helper_signature(function: _Function) -> list[Violation]:
     args = function.args
     call = f"{function.name}(env, agent_id, **args)"
-    if [a.arg for a in (args.posonlyargs + args.args)[:2]] != ["env", "agent_id"]:
+    if len(args.posonlyargs + args.args) < 2:
         return [Violation("helper-signature", "helpers.py", function.lineno,
-                          f"action helper {function.name}({ast.unparse(args)}) must take (env, agent_id, ...) as its "
-                          f"first two parameters: it is called as {call}")]
+                          f"action helper {function.name}({ast.unparse(args)}) must take the env and the agent id as "
+                          f"its first two parameters: it is called as {call}")]
     problems = [f"parameter {a.arg!r} is positional-only (before '/')" for a in args.posonlyargs[2:]]
     if args.vararg is not None:
         problems.append(f"it takes *{args.vararg.arg}")
+    if function.returns is not None and ast.unparse(function.returns).strip("'\"") != "bool":
+        problems.append(f"it is annotated to return {ast.unparse(function.returns)}, but a helper returns bool "
+                        f"(whether its task completed)")
     if not problems:
         return []
     return [Violation("helper-signature", "helpers.py", function.lineno,
-                      f"action helper {function.name}: {'; '.join(problems)}, so the JSON args cannot be passed by "
-                      f"name as {call}; use named parameters after env, agent_id")]
+                      f"action helper {function.name}: {'; '.join(problems)}; it is called from the JSON form as "
+                      f"{call} and returns bool")]
 
 
 def _check_helper_calls(function: _Function, public: set[str]) -> list[Violation]:
@@ -580,10 +497,10 @@ def check_all(files: dict[str, str | None], sources: dict[str, str],
     violations = [_missing(name) for name in needed if name not in present]
     usable = set(present)
     for name, text in present.items():
-        errors = [] if name in PROTECTED_FILES else check_syntax(name, text)
-        if errors:
+        found = [] if name in PROTECTED_FILES else check_syntax(name, text)
+        if found:
             usable.discard(name)
-            violations += errors
+            violations += found
     rules: dict[str, Callable[[], list[Violation]]] = {
         "env_move.py": lambda: check_protected("env_move.py", present["env_move.py"], sources["env_move.py"]),
         "grpo_template.py": lambda: check_protected(
@@ -601,12 +518,12 @@ def check_all(files: dict[str, str | None], sources: dict[str, str],
 
 def check_folder(folder: Path, source_of_truth: Path, only: Iterable[str] | None = None) -> list[Violation]:
     """check_all over the files of `folder` against `source_of_truth`; the only function that reads disk."""
-    files = {name: _read(folder / name) if (folder / name).is_file() else None for name in FOLDER_FILES}
-    sources = {name: _read(source_of_truth / name) for name in SOURCE_FILES}
+    files = {name: read_text(folder / name) if (folder / name).is_file() else None for name in FOLDER_FILES}
+    sources = {name: read_text(source_of_truth / name) for name in SOURCE_FILES}
     return check_all(files, sources, only=only)
 
 
-def _read(path: Path) -> str:
+def read_text(path: Path) -> str:
     # bytes, not read_text: universal newlines would hide a CRLF change to a protected file
     return path.read_bytes().decode("utf-8", errors="surrogateescape")
 
@@ -618,23 +535,13 @@ def _missing(name: str) -> Violation:
 
 # ---------------------------------------------------------------- text utilities
 
-def _lines(text: str) -> list[str]:
-    """Lines with their newlines, split on "\\n" only so numbers match editors and tracebacks."""
-    parts = text.split("\n")
-    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
-
-
 def _first_difference(a: list[str], b: list[str]) -> int:
     """Index of the first differing item; len of the shorter list when one is a prefix of the other."""
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 def _quote_at(lines: list[str], index: int) -> str:
-    return _quote(lines[index]) if index < len(lines) else "the end of the text"
-
-
-def _first_code_line(text: str) -> str:
-    return next((line for line in _lines(text) if line.strip()), "")
+    return _quote(lines[index], limit=200) if index < len(lines) else "the end of the text"
 
 
 def _quote(text: str, limit: int = 80) -> str:
@@ -644,8 +551,3 @@ def _quote(text: str, limit: int = 80) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"

@@ -1,6 +1,15 @@
 """Watch a GRPO run: parse ``train.logs``, detect anomalies, report progress.
 
-The training template (``RunLogs`` in ``grpo_template.py``) appends one line per event::
+A researcher's logging is theirs (or the LLM's, when the template leaves logging to a CUSTOMIZE
+hole), so two line formats are read, and metric names are mapped to one vocabulary
+(``METRIC_ALIASES``: ``gradNorm`` and ``grad_norm`` are both ``grad_norm``, ``reward`` is
+``reward_mean``, ``step`` is ``update``, ``learning_rate`` is ``lr``, TRL's ``completions/mean_length``
+is ``completion_mean_length``, ...); unknown names are kept as written.
+
+JSON lines: one object per line; its kind is its ``event``, ``kind``, ``type`` or ``phase`` value
+(``train`` when absent), its time an ISO ``time`` or ``timestamp`` value.
+
+Key=value lines, as the Cleanup template's ``RunLogs`` writes them::
 
     2026-11-23T09:40:15 train update=1 episode=2 lr=3e-07 ... reward_mean=-0.3 step_time=14.5557
 
@@ -46,6 +55,7 @@ the latest run only (records from the last start line on), because the template 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import statistics
@@ -110,22 +120,87 @@ class Progress:
 # ---------------------------------------------------------------- parsing
 
 
+# canonical metric name -> the spellings seen in the wild, compared without case, "_", "/" or "-"
+METRIC_ALIASES: dict[str, tuple[str, ...]] = {
+    "update": ("update", "step", "global_step", "iteration", "train_step"),
+    "updates": ("updates", "max_steps", "total_steps", "total_updates", "num_updates"),
+    "episode": ("episode", "episodes_done"),
+    "loss": ("loss", "train_loss", "total_loss"),
+    "policy_loss": ("policy_loss", "pg_loss"),
+    "kl": ("kl", "kl_mean", "kl_divergence"),
+    "grad_norm": ("grad_norm", "gradNorm", "gradient_norm", "gnorm"),
+    "lr": ("lr", "learning_rate"),
+    "reward_mean": ("reward_mean", "reward", "mean_reward", "rewards/mean", "episode_return"),
+    "reward_std": ("reward_std", "rewards/std", "std_reward"),
+    "frac_reward_zero_std": ("frac_reward_zero_std", "zero_std_fraction"),
+    "invalid_action_rate": ("invalid_action_rate", "invalid_rate", "invalid_move_rate", "invalid_actions_rate"),
+    "completion_clipped_ratio": ("completion_clipped_ratio", "completions/clipped_ratio", "truncated_ratio"),
+    "completion_mean_length": ("completion_mean_length", "completions/mean_length", "mean_completion_length"),
+    "clip_ratio": ("clip_ratio", "clip_fraction", "clipfrac"),
+    "step_time": ("step_time", "seconds", "update_time"),
+    "eval_reward_mean": ("eval_reward_mean", "eval_reward", "eval/reward"),
+}
+_ALIAS = {re.sub(r"[^a-z0-9]", "", alias.lower()): name for name, aliases in METRIC_ALIASES.items() for alias in aliases}
+_JSON_KIND_KEYS = ("event", "kind", "type", "phase")
+_JSON_TIME_KEYS = ("time", "timestamp")
+
+
+def canonical_metric(key: str) -> str:
+    return _ALIAS.get(re.sub(r"[^a-z0-9]", "", key.lower()), key)
+
+
 def parse_line(line: str, line_no: int = 0) -> LogRecord | None:
     """One log line -> a record; None for anything else (tracebacks, warnings, blank lines)."""
     raw = line.rstrip("\r\n")
+    if raw.lstrip().startswith("{"):
+        return _parse_json_line(raw, line_no)
     match = _LINE.match(raw.strip())
     if match is None:
         return None
     values: dict[str, float | str] = {}
     for token in match["fields"].split():
         key, _, value = token.partition("=")
-        values[key] = float(value) if _NUMBER.match(value) else value
+        values[canonical_metric(key)] = float(value) if _NUMBER.match(value) else value
     stamp = match["time"]
     try:
         time = datetime.strptime(stamp, _TIMESTAMP) if stamp else None
     except ValueError:
         return None
     return LogRecord(kind=match["kind"], time=time, values=values, line_no=line_no, raw=raw)
+
+
+def _parse_json_line(raw: str, line_no: int) -> LogRecord | None:
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    kind = next((str(data.pop(k)) for k in _JSON_KIND_KEYS if isinstance(data.get(k), str)), "train")
+    stamp = next((data.pop(k) for k in _JSON_TIME_KEYS if isinstance(data.get(k), str)), None)
+    values: dict[str, float | str] = {}
+    for key, value in data.items():
+        if isinstance(value, bool):
+            value = float(value)
+        elif isinstance(value, (int, float)):
+            value = float(value)
+        elif value is None:
+            value = math.nan
+        elif not isinstance(value, str):
+            continue
+        values[canonical_metric(key)] = value
+    if kind == "start" and "update" in values and "updates" not in values:
+        values["updates"] = values.pop("update")
+    return LogRecord(kind=kind.lower(), time=_iso_time(stamp), values=values, line_no=line_no, raw=raw)
+
+
+def _iso_time(stamp: str | None) -> datetime | None:
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).replace(tzinfo=None)
+    except ValueError:
+        return None
 
 
 def parse_log(text: str) -> list[LogRecord]:

@@ -6,6 +6,7 @@ thread id = run id), `events.jsonl`, `claude.logs`, `probe.json`, `report.md`.
 
 from __future__ import annotations
 
+import ast
 import json
 import time
 import traceback
@@ -21,9 +22,11 @@ from orchestrator.actionlog import ActionLog, Event
 from orchestrator.checks import RuntimeCheckSpec
 from orchestrator.formal import FormalSpec
 from orchestrator.graph import NODES, build_graph
+from orchestrator.guards import CONFIG_CLASS, check_syntax, config_fields
 from orchestrator.limits import RunStopped
 from orchestrator.llm import LLMError, make_llm
 from orchestrator.state import SOURCE_FILES, Limits, RunContext, RunState, spent
+from orchestrator.template import TemplateError, read_template
 from orchestrator.workspace import Workspace
 
 EXIT_CODES = {"done": 0, "blocked": 1, "failed": 1, "budget": 3, "interrupted": 130}
@@ -80,10 +83,22 @@ def new_run_id() -> str:
 
 
 def check_source_of_truth(folder: Path) -> None:
+    """The researcher's three files exist, compile, have readable markers and a GRPOConfig: else one line."""
     missing = [name for name in SOURCE_FILES if not (folder / name).is_file()]
     if missing:
         raise SetupError(f"source of truth incomplete: {', '.join(missing)} missing in {folder}; "
                          f"put env_move.py, grpo_config.py and grpo_template.py there or pass --source-of-truth DIR")
+    for name in SOURCE_FILES:
+        broken = check_syntax(name, (folder / name).read_text())
+        if broken:
+            raise SetupError(f"source of truth {folder / name}: {broken[0].message}")
+    try:
+        read_template((folder / "grpo_template.py").read_text())
+    except TemplateError as exc:
+        raise SetupError(f"{folder / 'grpo_template.py'} {exc}") from exc
+    if config_fields(ast.parse((folder / "grpo_config.py").read_text())) is None:
+        raise SetupError(f"{folder / 'grpo_config.py'} defines no class {CONFIG_CLASS}; the brief's config is a "
+                         f"{CONFIG_CLASS} dataclass")
 
 
 def list_runs(project_root: Path) -> list[RunSettings]:

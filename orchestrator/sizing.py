@@ -1,16 +1,17 @@
 """Is a proposed training config possible on these GPUs? Memory arithmetic and proposal checks.
 
-``estimate_memory`` adds up what one training process holds, from the model's shape and the config,
-in the way the template (``grpo_template.py``) trains: plain ``torch.optim.AdamW`` on the policy,
+``estimate_memory`` adds up what one training process holds, from the model's shape and the config's
+values by role (``roles.py``: micro_batch, precision, token caps, ...; a role the researcher's config
+lacks is given a stated assumption), for a template that trains the usual way: plain ``torch.optim.AdamW`` on the policy,
 ``accelerate`` data parallel without ZeRO, an optional frozen reference model, gradient
 checkpointing as configured. ``check_proposal`` catches proposals that change field names or types,
 or that the config's own validation rejects, before anything runs.
 
-The arithmetic, with P parameters and b bytes per value (2 in bf16, 4 in fp32; the template runs in
-fp32 whenever there is no GPU, whatever ``bf16`` says):
+The arithmetic, with P parameters and b bytes per value (2 in bf16/fp16, 4 in fp32; runs without a
+GPU are taken to be fp32 whatever the precision field says):
 
 * weights = P x b
-* reference = P x b when ``beta`` > 0 (a frozen copy), else 0 (the template loads none)
+* reference = P x b when the KL coefficient is > 0 (a frozen copy), else 0 (none is loaded)
 * optimizer = P x 2 x b: torch's AdamW allocates ``exp_avg`` and ``exp_avg_sq`` with
   ``zeros_like(param)``, so in the parameters' dtype (bf16 here), not 2 x fp32 = 8 bytes/param as
   mixed-precision trainers with fp32 master weights do
@@ -22,7 +23,8 @@ fp32 whenever there is no GPU, whatever ``bf16`` says):
 * kv_cache = 2 (K and V) x layers x kv_heads x head_dim x b x (group_size x num_agents) x seq_len:
   one rollout stage generates for every (episode, agent) pair of the group in one batch
 
-seq_len defaults to a 1024-token prompt budget + ``max_thinking_tokens`` + ``max_action_tokens``.
+seq_len defaults to a 1024-token prompt budget + the thinking cap + the action cap (the action stage's
+prompt holds the thinking; one shared cap counts twice).
 
 Rollouts and updates alternate, and the template frees gradients after each optimiser step
 (``zero_grad(set_to_none=True)``), so the peak is::
@@ -43,10 +45,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from orchestrator.config_file import value_kind
+
 from orchestrator.probe import GPU, _memory_total_gib
 
 GIB = 2**30
 PROMPT_BUDGET_TOKENS = 1024
+# what the arithmetic assumes for a role the researcher's config has no field for
+ASSUMED: dict[str, Any] = {"precision": True, "thinking_cap": 512, "action_cap": 512, "micro_batch": 8,
+                           "checkpointing": False, "group_generations": 8, "agent_count": 2, "kl_coef": 0.0}
 USABLE_FRACTION = 0.9
 ACTIVATION_FACTOR_CHECKPOINTED = 2
 ACTIVATION_FACTOR_FULL = 16
@@ -127,24 +134,26 @@ def shape_from_config(config: Any) -> ModelShape | None:
 # ---------------------------------------------------------------- memory
 
 
-def estimate_memory(shape: ModelShape, config: dict, gpus: list[GPU], *, seq_len: int | None = None,
+def estimate_memory(shape: ModelShape, values: dict, gpus: list[GPU], *, seq_len: int | None = None,
                     system_ram_gib: float | None = None) -> MemoryEstimate:
     """Peak memory of one training process (see the module docstring for every term).
 
-    ``config`` is a GRPOConfig dict; ``seq_len`` overrides the prompt budget + generation caps.
-    Without GPUs the run is on CPU in fp32 and is compared with ``system_ram_gib`` (this machine's
-    RAM when not given).
+    ``values`` holds the config's values by role; ``seq_len`` overrides the prompt budget + generation
+    caps. Without GPUs the run is on CPU in fp32 and is compared with ``system_ram_gib`` (this
+    machine's RAM when not given).
     """
+    assumed = {role: value for role, value in ASSUMED.items() if values.get(role) is None}
+    v = {**ASSUMED, **{role: value for role, value in values.items() if value is not None}}
     on_gpu = bool(gpus)
-    b = 2 if on_gpu and config["bf16"] else 4
-    seq = seq_len or PROMPT_BUDGET_TOKENS + config["max_thinking_tokens"] + config["max_action_tokens"]
-    p, mb = shape.num_params, config["micro_batch_size"]
-    checkpointing = config["gradient_checkpointing"]
+    b = 2 if on_gpu and half_precision(v["precision"]) else 4
+    seq = seq_len or PROMPT_BUDGET_TOKENS + v["thinking_cap"] + v["action_cap"]
+    p, mb = shape.num_params, v["micro_batch"]
+    checkpointing = v["checkpointing"]
     k = ACTIVATION_FACTOR_CHECKPOINTED if checkpointing else ACTIVATION_FACTOR_FULL
-    rollout_rows = config["group_size"] * config["num_agents"]
+    rollout_rows = v["group_generations"] * v["agent_count"]
 
     weights = p * b / GIB
-    reference = weights if config["beta"] > 0 else 0.0
+    reference = weights if v["kl_coef"] > 0 else 0.0
     optimizer = 2 * weights
     gradients = weights
     activations = mb * seq * shape.hidden_size * shape.num_layers * b * k / GIB
@@ -168,7 +177,7 @@ def estimate_memory(shape: ModelShape, config: dict, gpus: list[GPU], *, seq_len
         f"model: {p:.3g} params, hidden {shape.hidden_size}, {shape.num_layers} layers, vocab {shape.vocab_size}, "
         f"{shape.num_kv_heads} KV heads x head_dim {shape.head_dim}; {dtype} -> {b} bytes per value",
         f"weights      {p:.3g} x {b} B = {weights:.2f} GiB",
-        f"reference    beta {config['beta']:g}: " + (f"frozen copy, {p:.3g} x {b} B = {reference:.2f} GiB"
+        f"reference    KL coefficient {v['kl_coef']:g}: " + (f"frozen copy, {p:.3g} x {b} B = {reference:.2f} GiB"
                                                      if reference else "no reference model = 0 GiB"),
         f"optimizer    AdamW exp_avg + exp_avg_sq in the param dtype, {p:.3g} x 2 x {b} B = {optimizer:.2f} GiB",
         f"gradients    {p:.3g} x {b} B = {gradients:.2f} GiB",
@@ -177,7 +186,7 @@ def estimate_memory(shape: ModelShape, config: dict, gpus: list[GPU], *, seq_len
         f"logits       micro_batch {mb} x seq {seq} x vocab {shape.vocab_size} x 4 B x 2 (fp32 logits + log-probs)"
         f" = {logits:.2f} GiB",
         f"kv cache     2 x {shape.num_layers} layers x {shape.num_kv_heads} heads x {shape.head_dim} x {b} B x "
-        f"{rollout_rows} sequences (group_size {config['group_size']} x {config['num_agents']} agents) x seq {seq}"
+        f"{rollout_rows} sequences (group {v['group_generations']} x {v['agent_count']} agents) x seq {seq}"
         f" = {kv_cache:.2f} GiB",
         f"total        weights + reference + optimizer + max(update: gradients + activations + logits "
         f"{update_phase:.2f}, rollout: kv cache {kv_cache:.2f}) = {total:.2f} GiB ({total * GIB / 1e9:.1f} GB)",
@@ -186,11 +195,21 @@ def estimate_memory(shape: ModelShape, config: dict, gpus: list[GPU], *, seq_len
         f"available    {USABLE_FRACTION:g} x {device_gib:.1f} GiB ({device}) = {available:.2f} GiB "
         f"-> {'fits' if fits else 'does NOT fit'}",
     ]
+    if assumed:
+        lines.append("assumed      the config has no field for " + ", ".join(f"{r} (taken as {a!r})"
+                                                                          for r, a in assumed.items()))
     return MemoryEstimate(
         weights_gib=weights, reference_gib=reference, optimizer_gib=optimizer, gradients_gib=gradients,
         activations_gib=activations, logits_gib=logits, kv_cache_gib=kv_cache, total_gib=total, per_gpu_gib=total,
         available_gib=available, fits=fits, explanation="\n".join(lines),
     )
+
+
+def half_precision(precision: Any) -> bool:
+    """A precision field's value means 16-bit weights: True for a bf16 switch, or a 16-bit dtype name."""
+    if value_kind(precision) == "bool":
+        return bool(precision)
+    return any(name in str(precision).lower() for name in ("bf16", "bfloat16", "fp16", "float16", "half"))
 
 
 # ---------------------------------------------------------------- proposals

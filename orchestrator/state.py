@@ -41,6 +41,7 @@ class RunState(TypedDict, total=False):
     status: str  # running | done | blocked | budget | failed
     exit_reason: str  # one line: why the run stopped
     probe: dict[str, Any]  # ProbeResult.to_dict()
+    roles: dict[str, Any]  # ConfigRoles.to_dict(): the config's fields by role, and how values reach train.py
     ledger: Annotated[dict[str, dict[str, float]], merge_ledger]  # node -> calls, tokens, cost_usd, ...
     attempts: Annotated[list[dict[str, Any]], operator.add]  # node, attempt, outcome, sha, tokens, cost_usd
     skipped: Annotated[list[str], operator.add]  # nodes whose outputs existed and passed their checks

@@ -437,28 +437,16 @@ class SlurmJob(_WatchedJob):
 # ---------------------------------------------------------------- choosing
 
 
-def _arg_value(args: list[str], name: str) -> str | None:
-    """The last value given for ``--name`` as argparse reads it (``--name V`` or ``--name=V``)."""
-    value = None
-    for i, arg in enumerate(args):
-        if arg == f"--{name}" and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith(f"--{name}="):
-            value = arg.partition("=")[2]
-    return value
-
-
-def make_job(launch_script: Path, args: list[str], *, use_slurm: bool, log_path: Path | None = None,
+def make_job(launch_script: Path, args: list[str], *, use_slurm: bool, log_path: Path,
              env: dict[str, str] | None = None, monitor: MonitorConfig = MonitorConfig(),
              poll_s: float | None = None, timeout_s: float | None = None,
              on_progress: ProgressCallback | None = None, run: Runner | None = None) -> TrainingJob | SlurmJob:
     """The job for ``launch_script args``: ``sbatch`` it, or ``bash`` it here with PYTHON = this interpreter.
 
-    Both run in the script's folder (the script cds there, and train.py writes train.logs to its
-    ``--log_dir``, "." by default, relative to it). ``run`` is SlurmJob's command runner.
+    Both run in the script's folder (the script cds there); ``log_path`` is the train.logs to watch.
+    ``run`` is SlurmJob's command runner.
     """
     workdir = Path(launch_script).resolve().parent
-    log_path = log_path or workdir / (_arg_value(args, "log_dir") or ".") / "train.logs"
     if use_slurm:
         return SlurmJob(workdir / Path(launch_script).name, args, workdir, log_path, run=run, monitor=monitor,
                         poll_s=poll_s or 30.0, timeout_s=timeout_s, on_progress=on_progress)

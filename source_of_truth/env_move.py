@@ -33,10 +33,17 @@ continuing RNG stream, ``reset(seed)`` replays the episode of that seed.
 
 Actions
 -------
-``ACTIONS = ("UP", "DOWN", "LEFT", "RIGHT", "STAY", "CLEAN")``. ``step`` takes a
-dict ``{agent_id: action}``; action strings are case-insensitive and stripped
-(``" clean "`` is fine); agents missing from the dict STAY. Agent ids are the ints
-``0..num_agents-1``.
+``ACTIONS = ("UP", "DOWN", "LEFT", "RIGHT", "STAY", "CLEAN")``. Action strings are
+case-insensitive and stripped (``" clean "`` is fine). Agent ids are the ints
+``0..num_agents-1``. Actions reach a step in one of two ways:
+
+* ``set_action(agent_id, action)`` chooses one agent's action for the next step (a
+  later call for the same agent replaces the earlier one; ``pending_actions`` shows
+  the choices so far), then ``step()`` plays all chosen actions at once. This is how
+  high-level helpers act: each one sets its agent's action and returns.
+* ``step({agent_id: action})`` plays the given dict instead of the pending choices.
+
+Either way agents without an action STAY, and every step clears the pending choices.
 
 Order of events within one ``step`` (all agents act simultaneously)
 -------------------------------------------------------------------
@@ -257,6 +264,7 @@ class CleanupEnv:
         self._dirt: set[Position] = set()
         self._apples: set[Position] = set()
         self._total_rewards: list[float] = []
+        self._pending: dict[int, str] = {}
         self.reset()
 
     # ------------------------------------------------------------------ geometry
@@ -342,13 +350,27 @@ class CleanupEnv:
         self._dirt = set(self._rng.sample(self._river_cells, dirty_count))
         self._apples = {cell for cell in self._orchard_cells if self._rng.random() < self.initial_apple_fraction}
         self._total_rewards = [0.0] * self.num_agents
+        self._pending = {}
         return self._all_observations()
 
-    def step(self, actions: Mapping[int, str]) -> tuple[dict[int, Observation], dict[int, float], bool, dict[str, Any]]:
-        """Play one simultaneous step; return ``(observations, rewards, done, info)``."""
+    def set_action(self, agent_id: int, action: str) -> None:
+        """Choose ``agent_id``'s action for the next ``step()``; ValueError for an unknown id or action."""
+        self._check_agent_id(agent_id)
+        self._pending[agent_id] = normalize_action(action)
+
+    @property
+    def pending_actions(self) -> dict[int, str]:
+        """The actions chosen with ``set_action`` since the last step, by agent id."""
+        return dict(self._pending)
+
+    def step(self, actions: Mapping[int, str] | None = None) -> tuple[dict[int, Observation], dict[int, float], bool,
+                                                                     dict[str, Any]]:
+        """Play one simultaneous step of ``actions`` (default: the pending ``set_action`` choices);
+        return ``(observations, rewards, done, info)``."""
         if self.done:
             raise ValueError(f"episode is done (step {self._step_count} of max_steps={self.max_steps}); call reset() first")
-        chosen = self._parse_actions(actions)
+        chosen = self._parse_actions(self._pending if actions is None else actions)
+        self._pending = {}
         blocked = self._apply_moves(chosen)
         cleaned = self._apply_clean_beams(chosen)
         collected = self._collect_apples()
@@ -562,4 +584,5 @@ class CleanupEnv:
         twin._dirt = set(self._dirt)
         twin._apples = set(self._apples)
         twin._total_rewards = list(self._total_rewards)
+        twin._pending = dict(self._pending)
         return twin

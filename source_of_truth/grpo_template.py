@@ -1,17 +1,19 @@
 """GRPO for multi-turn, multi-agent LLM play of the Cleanup game: the training template.
 
 Copy this file to `train.py` and fill every `# === CUSTOMIZE ===` section; leave every
-`# === GENERIC — DO NOT MODIFY ===` section byte-identical. Each section is closed by its own end
-marker so a program can extract and compare them. Each CUSTOMIZE section begins with a `# HOLE`
-comment saying what it must provide.
+`# === GENERIC — DO NOT MODIFY ===` section byte-identical. Each section here is also closed by an
+end marker, an optional extra that keeps the text between sections apart. Each CUSTOMIZE section
+starts with a comment saying what it must provide.
 
 What one update does (per process):
     1. Rollout: G = `group_size` episodes of the game, all reset from the same seed. Each turn, every
        agent of every live episode gets two generations: a thinking stage, then an action stage that
        sees the thinking. Both stages are ONE batched generate call over all (episode, agent) pairs.
-       The action text is parsed into a helper call, the helper returns a low-level game action, and
-       the game steps all agents at once. An unparseable or invalid action plays the fallback action
-       and costs `invalid_action_penalty`; it never crashes the episode.
+       The action text is parsed into a JSON helper call {"action", "agent_id", "args"}; the helper
+       sets the agent's low-level action in the game (`env.set_action`) and returns whether its task
+       is completed (bool); then the game steps all agents at once. An unparseable or invalid action,
+       or a helper that returns anything but a bool, plays the fallback action and costs
+       `invalid_action_penalty`; it never crashes the episode.
     2. Advantages: each agent's episode return is compared with the same agent role in the other
        G - 1 episodes of the group: A = (R - mean) / (std + 1e-4), std over the group (unbiased, as
        TRL). Every generated token of that agent in that episode gets A.
@@ -31,8 +33,8 @@ from generation, never on re-tokenised decoded text.
 With one optimiser step per rollout batch and num_iterations = 1, pi_old is pi_theta detached, so
 the ratio is 1, the clip never acts, and with beta = 0 the reported loss starts near 0: expected.
 
-Logs: `train.logs` gets one `train` line per update and an `eval` line every `eval_interval`
-updates, as `TIME KIND key=value ...`. `Sample_EP.logs` gets one full episode every
+Logs: `train.logs` gets one `train` line per update (loss, kl, reward_mean and reward_std, lr,
+gradNorm, clip_ratio, ...) and an `eval` line every `eval_interval` updates, as `TIME KIND key=value ...`. `Sample_EP.logs` gets one full episode every
 `sample_log_interval` episodes: per turn and agent the prompt, thinking, action output, parsed call,
 helper result and rewards, and the game board after each turn.
 
@@ -63,44 +65,46 @@ Messages = list[dict[str, str]]
 # === END GENERIC ===
 
 # === CUSTOMIZE ===
-# HOLE imports: import the game module (env_move), the helpers module (helpers) and the prompt
-# module (prompt_template) that the sections below use.
+# Imports: the game module (env_move), the helpers module (helpers) and the prompt module
+# (prompt_template) that the sections below use.
 # === END CUSTOMIZE ===
 
 # === CUSTOMIZE ===
-# HOLE make_env: `make_env(config) -> game`, a fresh game sized from the config (num_agents,
-# env_width, env_height, max_env_steps). The game must offer reset(seed), step({agent_id: action})
-# -> (observations, rewards, done, info), render() -> str and the attribute num_agents.
+# `make_env(config) -> game`, a fresh game sized from the config (num_agents, env_width,
+# env_height, max_env_steps). The game must offer reset(seed), set_action(agent_id, action),
+# pending_actions, step() -> (observations, rewards, done, info), render() -> str and num_agents.
 def make_env(config: GRPOConfig) -> Any:
     raise NotImplementedError("CUSTOMIZE make_env")
 # === END CUSTOMIZE ===
 
 # === CUSTOMIZE ===
-# HOLE format_observation: `format_observation(env, agent_id) -> str`, what one agent sees this
-# turn, as text for the prompt (delegate to helpers.observation_to_text).
+# `format_observation(env, agent_id) -> str`, what one agent sees this turn, as text for the
+# prompt (use helpers.observation_to_text).
 def format_observation(env: Any, agent_id: int) -> str:
     raise NotImplementedError("CUSTOMIZE format_observation")
 # === END CUSTOMIZE ===
 
 # === CUSTOMIZE ===
-# HOLE prompts: the two prompt builders, each returning chat messages [{"role", "content"}, ...]
-# (delegate to prompt_template). `build_thinking_messages(observation, agent_id, turn)` asks the
-# agent to reason about the situation; `build_action_messages(observation, agent_id, turn,
-# thinking)` shows that reasoning and asks for exactly one action as a JSON helper call.
-def build_thinking_messages(observation: str, agent_id: int, turn: int) -> Messages:
-    raise NotImplementedError("CUSTOMIZE build_thinking_messages")
+# The two prompt builders, each returning chat messages [{"role", "content"}, ...] (use
+# prompt_template). `thinking_messages(obs_text, agent_id)` asks the agent to reason about the
+# situation; `action_messages(obs_text, thinking, agent_id)` shows that reasoning and asks for
+# exactly one action as a JSON helper call.
+def thinking_messages(obs_text: str, agent_id: int) -> Messages:
+    raise NotImplementedError("CUSTOMIZE thinking_messages")
 
 
-def build_action_messages(observation: str, agent_id: int, turn: int, thinking: str) -> Messages:
-    raise NotImplementedError("CUSTOMIZE build_action_messages")
+def action_messages(obs_text: str, thinking: str, agent_id: int) -> Messages:
+    raise NotImplementedError("CUSTOMIZE action_messages")
 # === END CUSTOMIZE ===
 
 # === CUSTOMIZE ===
-# HOLE actions: `FALLBACK_ACTION`, the low-level game action played when an action is invalid;
+# `FALLBACK_ACTION`, the low-level game action played when an action is invalid;
 # `parse_action(text, agent_id) -> dict`, the JSON call {"action": NAME, "agent_id": I, "args": {}}
 # found in the model's action output (raise ValueError when there is none); and
-# `dispatch_action(env, call) -> str`, which runs the named helper from helpers.py and returns the
-# low-level game action it chose (raise ValueError for an unknown helper or bad arguments).
+# `dispatch_action(env, call) -> bool`, which calls the named helper from helpers.py as
+# NAME(env, agent_id, **args) and returns its result: the helper sets the agent's low-level action
+# with env.set_action and returns whether its task is completed (raise ValueError for an unknown
+# helper or bad arguments).
 FALLBACK_ACTION = ""
 
 
@@ -108,13 +112,13 @@ def parse_action(text: str, agent_id: int) -> dict:
     raise NotImplementedError("CUSTOMIZE parse_action")
 
 
-def dispatch_action(env: Any, call: dict) -> str:
+def dispatch_action(env: Any, call: dict) -> bool:
     raise NotImplementedError("CUSTOMIZE dispatch_action")
 # === END CUSTOMIZE ===
 
 # === CUSTOMIZE ===
-# HOLE reward: `shape_reward(reward, info, agent_id) -> float`, the training reward of one agent
-# for one game step, from the game's reward and info (return `reward` unchanged for none).
+# `shape_reward(reward, info, agent_id) -> float`, the training reward of one agent for one game
+# step, from the game's reward and info (return `reward` unchanged for none).
 def shape_reward(reward: float, info: dict, agent_id: int) -> float:
     raise NotImplementedError("CUSTOMIZE shape_reward")
 # === END CUSTOMIZE ===
@@ -307,6 +311,7 @@ class ActionOutcome:
     action: str  # low-level game action actually played
     call: dict | None  # the parsed helper call, None when unparseable
     valid: bool
+    completed: bool = False  # what the helper returned: its task is done
     error: str = ""
 
 
@@ -327,14 +332,19 @@ def chat_ids(tokenizer: Any, messages: Messages) -> list[int]:
 
 
 def resolve_action(env: Any, agent_id: int, text: str) -> ActionOutcome:
+    """Parse and dispatch one agent's action; anything invalid sets the fallback action instead."""
+    call, error = None, ""
     try:
         call = parse_action(text, agent_id)
+        completed = dispatch_action(env, call)
+        if not isinstance(completed, bool):
+            raise TypeError(f"helper {call.get('action')!r} returned {completed!r}; helpers return a bool")
     except ACTION_ERRORS as exc:
-        return ActionOutcome(FALLBACK_ACTION, None, False, f"unparseable: {exc}")
-    try:
-        return ActionOutcome(dispatch_action(env, call), call, True)
-    except ACTION_ERRORS as exc:
-        return ActionOutcome(FALLBACK_ACTION, call, False, f"invalid: {type(exc).__name__}: {exc}")
+        error = f"unparseable: {exc}" if call is None else f"invalid: {type(exc).__name__}: {exc}"
+    if error:
+        env.set_action(agent_id, FALLBACK_ACTION)
+        return ActionOutcome(FALLBACK_ACTION, call, False, error=error)
+    return ActionOutcome(env.pending_actions.get(agent_id, "(none: the game's default)"), call, True, completed)
 
 
 def play_episodes(engine: RolloutEngine, tokenizer: Any, config: GRPOConfig, seeds: list[int],
@@ -350,11 +360,10 @@ def play_episodes(engine: RolloutEngine, tokenizer: Any, config: GRPOConfig, see
             break
         pairs = [(e, a) for e in live for a in range(envs[e].num_agents)]
         observations = [format_observation(envs[e], a) for e, a in pairs]
-        think_prompts = [chat_ids(tokenizer, build_thinking_messages(o, a, turn))
-                         for o, (_, a) in zip(observations, pairs)]
+        think_prompts = [chat_ids(tokenizer, thinking_messages(o, a)) for o, (_, a) in zip(observations, pairs)]
         thoughts = engine.generate(think_prompts, config.max_thinking_tokens)
         thinking_texts = [tokenizer.decode(c.ids, skip_special_tokens=True) for c in thoughts]
-        act_prompts = [chat_ids(tokenizer, build_action_messages(o, a, turn, t))
+        act_prompts = [chat_ids(tokenizer, action_messages(o, t, a))
                        for o, t, (_, a) in zip(observations, thinking_texts, pairs)]
         actions = engine.generate(act_prompts, config.max_action_tokens)
         action_texts = [tokenizer.decode(c.ids, skip_special_tokens=True) for c in actions]
@@ -370,8 +379,7 @@ def play_episodes(engine: RolloutEngine, tokenizer: Any, config: GRPOConfig, see
 
         step_results = {}
         for e in live:
-            joint = {a: o.action for (pe, a), o in zip(pairs, outcomes) if pe == e}
-            _, rewards, done, info = envs[e].step(joint)
+            _, rewards, done, info = envs[e].step()
             step_results[e] = (rewards, done, info)
             for a in range(envs[e].num_agents):
                 rollout.returns[e][a] += shape_reward(float(rewards[a]), info, a)
@@ -397,7 +405,8 @@ def _turn_transcript(turn, pairs, prompts, thinking_texts, action_texts, outcome
                   f"[agent {a}] thinking: {thinking_texts[i]}",
                   f"[agent {a}] action output: {action_texts[i]}",
                   f"[agent {a}] parsed call: {json.dumps(outcome.call)}",
-                  f"[agent {a}] helper result: {outcome.action}" + (f" ({outcome.error})" if outcome.error else ""),
+                  f"[agent {a}] helper result: completed={outcome.completed}, played {outcome.action}"
+                  + (f" ({outcome.error})" if outcome.error else ""),
                   f"[agent {a}] reward: {float(rewards[a]):+.3f}"]
     lines += [f"info: {json.dumps(info, default=str)}", env.render()]
     return "\n".join(lines)
@@ -510,7 +519,7 @@ class Trainer:
         old = [[self.frozen_logps(self.model, b) for b in step] for step in batches] if reuse_pass else None
         ref = ([[self.frozen_logps(self.ref_model, b) for b in step] for step in batches]
                if self.ref_model is not None else None)
-        totals = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "clip_ratio": 0.0, "grad_norm": 0.0, "tokens": 0.0}
+        totals = {"loss": 0.0, "policy_loss": 0.0, "kl": 0.0, "clip_ratio": 0.0, "gradNorm": 0.0, "tokens": 0.0}
         n_steps = 0
         for _ in range(c.num_iterations):
             for s, step in enumerate(batches):
@@ -537,12 +546,12 @@ class Trainer:
                 self.optimizer.step()
                 self.scheduler.step()
                 self.optimizer.zero_grad(set_to_none=True)
-                totals["grad_norm"] += float(grad_norm)
+                totals["gradNorm"] += float(grad_norm)
                 n_steps += 1
         tokens = max(totals["tokens"], 1.0)
         return {"loss": totals["loss"] / n_steps, "policy_loss": totals["policy_loss"] / n_steps,
                 "kl": totals["kl"] / tokens, "clip_ratio": totals["clip_ratio"] / tokens,
-                "grad_norm": totals["grad_norm"] / n_steps, "optimizer_steps": float(n_steps)}
+                "gradNorm": totals["gradNorm"] / n_steps, "optimizer_steps": float(n_steps)}
 
 
 def assign_advantages(rollout: Rollout) -> tuple[torch.Tensor, torch.Tensor]:

@@ -11,7 +11,8 @@ from typing import Callable
 from langgraph.runtime import Runtime
 
 from orchestrator.actionlog import Event
-from orchestrator.checks import CheckResult, run_guards, run_import_check, run_runtime_check
+from orchestrator.checks import CheckResult, run_guards, run_import_check, run_runtime_check, unset_roles_note
+from orchestrator.roles import ConfigRoles
 from orchestrator.state import RunContext, RunState
 
 REASONS = {
@@ -57,7 +58,11 @@ def runtime_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
         from orchestrator.tiny_model import local_tiny_model  # torch and transformers: only when needed
 
         spec = replace(spec, model=local_tiny_model(ctx.project_root))
-    return record_check(state, ctx, run_runtime_check(ctx.generated, spec, ctx.run_dir / "runtime_check"))
+    roles = ConfigRoles.from_dict(state["roles"])
+    note = unset_roles_note(roles)
+    if note:
+        ctx.log.record(Event(ctx.run_id, "runtime_check", "shrink", "a short run needs small values", note))
+    return record_check(state, ctx, run_runtime_check(ctx.generated, spec, roles, ctx.run_dir / "runtime_check"))
 
 
 CHECK_NODES: dict[str, Callable[[RunState, Runtime[RunContext]], dict]] = {

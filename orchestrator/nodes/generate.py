@@ -13,12 +13,15 @@ from langgraph.runtime import Runtime
 
 from orchestrator.actionlog import Event
 from orchestrator.asking import ask
+from orchestrator.checks import LOG_NAME
 from orchestrator.edits import WHOLE_FILE_FORMAT, parse_files
-from orchestrator.guards import check_folder
+from orchestrator.guards import check_folder, errors
 from orchestrator.limits import ensure_budget
 from orchestrator.probe import ProbeResult, probe
 from orchestrator.prompts import file_blocks, render
+from orchestrator.roles import ConfigRoles
 from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
+from orchestrator.template import generic_text, read_template
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ STEPS = (
 def outputs_pass(ctx: RunContext, step: Step) -> bool:
     if any(ctx.workspace.read(f"{GENERATED_DIR}/{name}") is None for name in step.outputs):
         return False
-    return not check_folder(ctx.generated, ctx.source_of_truth, only=step.outputs)
+    return not errors(check_folder(ctx.generated, ctx.source_of_truth, only=step.outputs))
 
 
 def parse_outputs(step: Step) -> Callable[[str], dict[str, str]]:
@@ -59,6 +62,21 @@ def parse_outputs(step: Step) -> Callable[[str], dict[str, str]]:
     return parse
 
 
+def step_variables(state: RunState, ctx: RunContext, step: Step) -> dict[str, object]:
+    """What a step's prompt says about this researcher's config and template."""
+    roles = ConfigRoles.from_dict(state["roles"])
+    if step.node == "generate_train":
+        template = ctx.workspace.read(f"{GENERATED_DIR}/grpo_template.py") or ""
+        logs = roles.field_of("log_folder") or roles.field_of("output_folder")
+        sample = roles.field_of("sample_every")
+        return {"roles": roles.describe(), "logging_in_template": LOG_NAME in generic_text(read_template(template)),
+                "log_folder": f"the folder of the config's `{logs}` field" if logs else "the working directory",
+                "sample_every": f"`config.{sample}`" if sample else "10"}
+    if step.node == "generate_launch":
+        return {"delivery": roles.delivery}
+    return {}
+
+
 def run_probe(ctx: RunContext) -> ProbeResult:
     result = probe()
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
@@ -68,7 +86,7 @@ def run_probe(ctx: RunContext) -> ProbeResult:
 
 def generate(state: RunState, ctx: RunContext, step: Step) -> dict:
     update: dict = {}
-    variables = {"file_format": WHOLE_FILE_FORMAT}
+    variables = {"file_format": WHOLE_FILE_FORMAT, **step_variables(state, ctx, step)}
     if step.node == "generate_launch":
         machine = run_probe(ctx)
         update["probe"] = machine.to_dict()

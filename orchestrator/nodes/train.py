@@ -8,7 +8,9 @@ for `fix`, after which every check re-runs and the formal run restarts, within t
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
+from pathlib import Path
 
 from langgraph.runtime import Runtime
 
@@ -16,14 +18,17 @@ from orchestrator.actionlog import Event
 from orchestrator.asking import ask
 from orchestrator.checks import fingerprint
 from orchestrator.execution import tail
-from orchestrator.formal import (DEFAULT_MODEL, config_values, is_stand_in, load_config_class, memory_text,
-                                 mostly_unparseable, parse_proposal, to_args, token_cap_raise, vet)
+from orchestrator.checks import LOG_NAME, SAMPLE_LOG_NAME, find_log, log_folder
+from orchestrator.config_file import load_config_class, value_kind
+from orchestrator.formal import (DEFAULT_MODEL, config_values, is_stand_in, memory_text, mostly_unparseable,
+                                 parse_proposal, token_cap_raise, vet)
 from orchestrator.limits import ensure_budget
 from orchestrator.manifest import write_manifest
 from orchestrator.monitor import MonitorConfig, Progress, parse_log, summarize_trends
 from orchestrator.nodes.checks import fixes_for
 from orchestrator.probe import ProbeResult
 from orchestrator.prompts import file_blocks, render
+from orchestrator.roles import CLI, ConfigRoles, deliver
 from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
 from orchestrator.training_job import JobResult, make_job
 
@@ -40,13 +45,15 @@ def formal_model(ctx: RunContext, machine: ProbeResult) -> str:
     return local_tiny_model(ctx.project_root)
 
 
-def plan(ctx: RunContext, machine: ProbeResult, model: str, config_cls: type, adjustments: dict):
-    current = {**config_values(config_cls), "model_name": model}
+def plan(ctx: RunContext, machine: ProbeResult, model: str, config_cls: type, roles: ConfigRoles, adjustments: dict):
+    current = {**config_values(config_cls), **roles.to_fields({"model": model})}
     prompt = render("plan_formal", ctx.prompts_dir, probe_summary=machine.summary(), model=model, current=current,
-                    estimate=memory_text(current, model, machine), pinned=ctx.formal.pinned)
+                    estimate=memory_text(current, roles, model, machine), pinned=ctx.formal.pinned,
+                    roles=roles.describe())
     grpo_config = ctx.workspace.read(f"{GENERATED_DIR}/grpo_config.py") or ""
     return ask(ctx.llm, [{"role": "user", "content": prompt}],
-               lambda text: vet({**parse_proposal(text), **adjustments, **ctx.formal.pinned}, config_cls, model, machine),
+               lambda text: vet({**parse_proposal(text), **adjustments, **ctx.formal.pinned}, config_cls, roles, model,
+                                machine),
                system=render("system", ctx.prompts_dir), tag="formal_train",
                cache_prefix=file_blocks({"grpo_config.py": grpo_config}), max_tokens=4000)
 
@@ -67,13 +74,13 @@ def evidence_of(result: JobResult, log_tail: str) -> dict:
             "fingerprint": fingerprint(f"formal_train\n{kind}\n{anomaly.evidence if anomaly else result.stderr_tail}")}
 
 
-def small_issue_fix(state: RunState, ctx: RunContext, model: str, config: dict, log_dir) -> dict:
+def small_issue_fix(state: RunState, ctx: RunContext, model: str, config: dict, roles: ConfigRoles, log_dir) -> dict:
     """Small issues of a finished run are fixed directly, each once: truncated outputs raise the token
     caps and restart; mostly unparseable actions go to fix as a prompt-format problem."""
     if is_stand_in(model):
         return {"evidence": None}
-    trends = summarize_trends(parse_log((log_dir / "train.logs").read_text()))
-    raised = token_cap_raise(trends, config)
+    trends = summarize_trends(parse_log((log_dir / LOG_NAME).read_text()))
+    raised = token_cap_raise(trends, config, roles)
     if raised and not state.get("adjustments"):
         ctx.log.record(Event(ctx.run_id, "formal_train", "adjust", "outputs were mostly cut at their token cap",
                              f"raising {raised} and restarting the formal run"))
@@ -81,8 +88,8 @@ def small_issue_fix(state: RunState, ctx: RunContext, model: str, config: dict, 
     tried = any(a.get("check") == "formal_train" and a.get("kind") == "unparseable_actions"
                 for a in state.get("attempts") or [])
     if mostly_unparseable(trends) and not tried:
-        samples = (log_dir / "Sample_EP.logs").read_text() if (log_dir / "Sample_EP.logs").exists() else ""
-        lines = [line for line in samples.splitlines() if "action output:" in line or "(unparseable" in line]
+        samples = (log_dir / SAMPLE_LOG_NAME).read_text() if (log_dir / SAMPLE_LOG_NAME).exists() else ""
+        lines = [line for line in samples.splitlines() if "action" in line.lower() or "unparseable" in line.lower()]
         text = "\n".join(lines[-40:]) or "(no sampled episode)"
         summary = (f"{trends['invalid_action_rate_last_quarter']:.0%} of actions were unparseable or invalid in the "
                    "last quarter of the run: fix the action prompt format or the parser")
@@ -91,13 +98,22 @@ def small_issue_fix(state: RunState, ctx: RunContext, model: str, config: dict, 
     return {"evidence": None}
 
 
+def collect_logs(watch_dir: Path, log_dir: Path) -> None:
+    """Copy train.logs and Sample_EP.logs into the committed folder when the template wrote them elsewhere."""
+    for name in (LOG_NAME, SAMPLE_LOG_NAME):
+        found = find_log(watch_dir, name)
+        if found.exists() and found.resolve() != (log_dir / name).resolve():
+            shutil.copyfile(found, log_dir / name)
+
+
 def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
     ensure_budget(state, ctx.limits, "formal_train")
     machine = ProbeResult.from_dict(state["probe"])
     model = formal_model(ctx, machine)
     config_cls = load_config_class(ctx.generated / "grpo_config.py")
-    answer = plan(ctx, machine, model, config_cls, state.get("adjustments") or {})
+    roles = ConfigRoles.from_dict(state["roles"])
+    answer = plan(ctx, machine, model, config_cls, roles, state.get("adjustments") or {})
     row = answer.ledger_row()
     attempt = attempt_count(state, "formal_train") + 1
     spend = {"ledger": {"formal_train": row}, "restart_formal": False}
@@ -112,7 +128,19 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     rel_dir = f"{TRAINING_DIR}/formal-{attempt}"
     log_dir = ctx.workspace.path(rel_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    args = to_args({**overrides, "log_dir": str(log_dir), "output_dir": str(ctx.run_dir / f"formal-{attempt}")})
+    # checkpoints go to the run folder, never into the workspace's git; the logs go where they are committed
+    folders = roles.to_fields({"output_folder": str(ctx.run_dir / f"formal-{attempt}"), "log_folder": str(log_dir)})
+    if roles.field_of("output_folder") and not roles.field_of("log_folder"):
+        folders[roles.field_of("output_folder")] = str(log_dir / "outputs")
+    config = {**config, **folders}
+    watch_dir = log_folder(roles, log_dir, ctx.generated)
+    for stale in (LOG_NAME, SAMPLE_LOG_NAME):
+        (watch_dir / stale).unlink(missing_ok=True)
+    # every vetted scalar value is passed (a flag or a default written into grpo_config.py), so nothing
+    # hard-coded elsewhere silently wins over the plan; the config file gets only what changed
+    delivered = ({k: v for k, v in config.items() if value_kind(v) != "other"} if roles.delivery == CLI
+                 else {k: v for k, v in config.items() if v != defaults.get(k)})
+    args = deliver(roles, delivered, ctx.generated / "grpo_config.py")
     write_manifest(log_dir / "manifest.json", run_id=ctx.run_id, config=config, model_id=model, probe=state["probe"],
                    source_of_truth=ctx.source_of_truth, seeds={"seed": config["seed"]},
                    request_ids=answer.request_ids, workspace_sha=ctx.workspace.head_sha())
@@ -121,14 +149,16 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
                          f"{'sbatch' if use_slurm else 'bash'} launch_training.sh {' '.join(args)}",
                          tokens=int(row["tokens"]), cost_usd=answer.cost_usd, extra={"overrides": overrides}))
     ctx.on_event(f"formal_train: launching with {overrides or 'the default config'} on {model}")
-    job = make_job(ctx.generated / "launch_training.sh", args, use_slurm=use_slurm, log_path=log_dir / "train.logs",
+    job = make_job(ctx.generated / "launch_training.sh", args, use_slurm=use_slurm, log_path=watch_dir / LOG_NAME,
                    monitor=replace(MonitorConfig(), hang_seconds=ctx.formal.hang_seconds), timeout_s=ctx.formal.timeout_s,
                    on_progress=lambda p: ctx.on_event(describe(p)))
     result = job.run()
     for name, text in (("job.stdout", result.stdout_tail), ("job.stderr", result.stderr_tail)):
         (log_dir / name).write_text(text)
+    collect_logs(watch_dir, log_dir)
     outcome = result.status + (f" ({result.anomalies[0].kind})" if result.anomalies else "")
-    sha = ctx.workspace.commit([rel_dir], node="formal_train", attempt=attempt, outcome=outcome, tokens=int(row["tokens"]),
+    changed = [rel_dir] + ([f"{GENERATED_DIR}/grpo_config.py"] if roles.delivery != CLI else [])
+    sha = ctx.workspace.commit(changed, node="formal_train", attempt=attempt, outcome=outcome, tokens=int(row["tokens"]),
                                body=f"model {model}; overrides {overrides}; {len(result.records)} log records")
     ctx.log.record(Event(ctx.run_id, "formal_train", "watch", "monitor train.logs until the run ends or misbehaves",
                          f"{outcome} after {result.seconds:.0f} s; commit {sha}", extra={"sha": sha}))
@@ -137,8 +167,8 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
               "attempts": [{"node": "formal_train", "attempt": attempt, "outcome": outcome, "sha": sha,
                             "tokens": int(row["tokens"]), "cost_usd": answer.cost_usd}]}
     if result.status == "finished":
-        return {**update, **small_issue_fix(state, ctx, model, config, log_dir)}
-    log_text = (log_dir / "train.logs").read_text() if (log_dir / "train.logs").exists() else ""
+        return {**update, **small_issue_fix(state, ctx, model, config, roles, log_dir)}
+    log_text = (log_dir / LOG_NAME).read_text() if (log_dir / LOG_NAME).exists() else ""
     update["evidence"] = evidence_of(result, tail(log_text, 3000))
     used = fixes_for(state, "formal_train")
     if used >= ctx.limits.max_attempts_per_check:
