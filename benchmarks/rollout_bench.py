@@ -36,7 +36,7 @@ from types import SimpleNamespace
 from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "source_of_truth"), str(ROOT / "examples" / "reference_generated")]
+sys.path[:0] = [str(ROOT), str(ROOT / "source_of_truth"), str(ROOT / "examples" / "cleanup" / "reference_generated")]
 
 import torch  # noqa: E402
 import transformers  # noqa: E402

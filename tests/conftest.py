@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_OF_TRUTH = ROOT / "source_of_truth"
-REFERENCE = ROOT / "examples" / "reference_generated"
+REFERENCE = ROOT / "examples" / "cleanup" / "reference_generated"
 
 
 @pytest.fixture(scope="session")
@@ -57,9 +57,20 @@ def file_answer(*names: str, folder: Path = REFERENCE) -> str:
     return "\n".join(f"FILE: {name}\n````\n{(folder / name).read_text()}````\n" for name in names)
 
 
+def roles_reply() -> dict:
+    """The map_roles answer for the Cleanup stand-in (the demo's recorded one)."""
+    import json
+
+    from orchestrator.demo import example, recorded_roles
+
+    return {"tag": "map_roles", "text": f"```json\n{json.dumps(recorded_roles(example('cleanup')))}\n```",
+            "usage": {"input_tokens": 3000, "output_tokens": 300}}
+
+
 def reference_replies(steps=tuple(GENERATION_STEPS)) -> list[dict]:
-    return [{"tag": step, "text": file_answer(*GENERATION_STEPS[step]),
-             "usage": {"input_tokens": 4000, "output_tokens": 1000}} for step in steps]
+    """map_roles, then the generation steps answered with the reference files."""
+    return [roles_reply()] + [{"tag": step, "text": file_answer(*GENERATION_STEPS[step]),
+                               "usage": {"input_tokens": 4000, "output_tokens": 1000}} for step in steps]
 
 
 def write_transcript(path: Path, replies: list[dict]) -> str:

@@ -83,6 +83,31 @@ def test_a_real_model_must_parse_some_actions(tmp_path: Path):
     assert not result.passed and result.kind == "no_parsed_actions"
 
 
+def test_json_lines_logs_are_judged_too(tmp_path: Path):
+    path = tmp_path / "train.logs"
+    path.write_text('{"event": "start", "max_steps": 2}\n{"event": "train", "step": 1, "loss": 0.5, "gradNorm": 1.2}\n')
+    assert judge_training_log(path, TINY, 1.0).passed
+    path.write_text('{"event": "train", "step": 1, "loss": null, "gradNorm": 1.2}\n')
+    assert judge_training_log(path, TINY, 1.0).kind == "non_finite"
+
+
+def test_a_log_without_loss_or_grad_norm_is_unreadable_for_the_monitor(tmp_path: Path):
+    path = tmp_path / "train.logs"
+    path.write_text('{"event": "train", "step": 1, "objective": 0.5}\n')
+    result = judge_training_log(path, TINY, 1.0)
+    assert result.kind == "unreadable_log" and "loss or grad_norm" in result.summary
+
+
+def test_the_childs_traceback_is_the_evidence_under_a_launcher(tmp_path: Path):
+    child = ('Traceback (most recent call last):\n  File "/w/train.py", line 7, in <module>\n    main()\n'
+             "NameError: name 'main' is not defined\n")
+    launcher = ('Traceback (most recent call last):\n  File "/v/accelerate/commands/launch.py", line 9, in launch\n'
+                "    raise subprocess.CalledProcessError(1, cmd)\nsubprocess.CalledProcessError: Command returned 1\n")
+    for prefix in ("", "[rank0]: "):
+        text = "".join(prefix + line + "\n" for line in child.splitlines()) + launcher
+        assert last_traceback(text).endswith("NameError: name 'main' is not defined")
+
+
 def test_guards_pass_on_the_reference_set(generated_dir: Path):
     from conftest import SOURCE_OF_TRUTH
 

@@ -45,8 +45,7 @@ def anthropic_env(monkeypatch):
 @pytest.fixture
 def quick_runtime(tiny_model_dir) -> RuntimeCheckSpec:
     """The runtime check shrunk to one update of the tiny model."""
-    return RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=2, group_size=2, max_env_steps=2,
-                            max_thinking_tokens=8, max_action_tokens=8)
+    return RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=2, group=2, turns=2, token_cap=8)
 
 
 def run(project: Path, runtime_check: RuntimeCheckSpec, **kwargs):

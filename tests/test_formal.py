@@ -5,10 +5,13 @@ from pathlib import Path
 import pytest
 from conftest import SOURCE_OF_TRUTH
 
-from orchestrator.formal import (DEFAULT_MODEL, config_values, is_stand_in, load_config_class, mostly_unparseable,
-                                 parse_proposal, to_args, token_cap_raise, vet)
+from orchestrator.config_file import load_config_class
+from orchestrator.demo import example, recorded_roles
+from orchestrator.formal import (DEFAULT_MODEL, config_values, is_stand_in, mostly_unparseable, parse_proposal,
+                                 token_cap_raise, vet)
 from orchestrator.graph import after_formal_train
 from orchestrator.probe import GPU, ProbeResult
+from orchestrator.roles import ConfigRoles, to_args, validate_roles
 
 H100 = ProbeResult(gpus=[GPU(0, "NVIDIA H100 80GB HBM3", 81559)], cuda_version="12.4", driver_version="550",
                    torch_version="2.13", torch_cuda_available=True, slurm=False, slurm_partitions=[], slurm_info=None,
@@ -18,6 +21,11 @@ H100 = ProbeResult(gpus=[GPU(0, "NVIDIA H100 80GB HBM3", 81559)], cuda_version="
 @pytest.fixture(scope="module")
 def config_cls():
     return load_config_class(SOURCE_OF_TRUTH / "grpo_config.py")
+
+
+@pytest.fixture(scope="module")
+def roles(config_cls) -> ConfigRoles:
+    return validate_roles(recorded_roles(example("cleanup")), config_values(config_cls), cli_possible=True)
 
 
 def test_proposal_is_read_from_a_json_block():
@@ -30,20 +38,20 @@ def test_a_proposal_without_json_is_an_error_for_the_model():
         parse_proposal("I suggest more episodes.")
 
 
-def test_a_value_only_proposal_that_fits_is_accepted(config_cls):
-    merged = vet({"episodes": 400, "micro_batch_size": 8}, config_cls, DEFAULT_MODEL, H100)
+def test_a_value_only_proposal_that_fits_is_accepted(config_cls, roles):
+    merged = vet({"episodes": 400, "micro_batch_size": 8}, config_cls, roles, DEFAULT_MODEL, H100)
     assert merged["episodes"] == 400 and merged["model_name"] == DEFAULT_MODEL
 
 
-def test_a_new_field_is_refused(config_cls):
+def test_a_new_field_is_refused(config_cls, roles):
     with pytest.raises(ValueError, match="never adds new fields"):
-        vet({"num_epochs": 3}, config_cls, DEFAULT_MODEL, H100)
+        vet({"num_epochs": 3}, config_cls, roles, DEFAULT_MODEL, H100)
 
 
-def test_a_config_that_cannot_fit_is_refused_with_the_arithmetic(config_cls):
+def test_a_config_that_cannot_fit_is_refused_with_the_arithmetic(config_cls, roles):
     huge = {"micro_batch_size": 64, "max_thinking_tokens": 4096, "gradient_checkpointing": False}
     with pytest.raises(ValueError, match="do not fit in memory") as err:
-        vet(huge, config_cls, DEFAULT_MODEL, H100)
+        vet(huge, config_cls, roles, DEFAULT_MODEL, H100)
     assert "GiB" in str(err.value)
 
 
@@ -55,11 +63,19 @@ def test_arguments_use_the_config_parser_spelling():
     assert to_args({"bf16": False, "episodes": 8}) == ["--bf16", "false", "--episodes", "8"]
 
 
-def test_truncated_outputs_double_the_token_caps():
+def test_truncated_outputs_double_the_token_caps(roles):
     config = {"max_thinking_tokens": 256, "max_action_tokens": 48}
-    assert token_cap_raise({"completion_clipped_ratio_mean": 0.8}, config) == \
+    assert token_cap_raise({"completion_clipped_ratio_mean": 0.8}, config, roles) == \
         {"max_thinking_tokens": 512, "max_action_tokens": 96}
-    assert token_cap_raise({"completion_clipped_ratio_mean": 0.1}, config) == {}
+    assert token_cap_raise({"completion_clipped_ratio_mean": 0.1}, config, roles) == {}
+
+
+def test_one_shared_cap_is_raised_once():
+    shared = ConfigRoles({"thinking_cap": "max_completion_length", "action_cap": "max_completion_length"}, "cli")
+    assert token_cap_raise({"completion_clipped_ratio_mean": 0.9}, {"max_completion_length": 3000}, shared) == \
+        {"max_completion_length": 4096}
+    capless = ConfigRoles({}, "cli")
+    assert token_cap_raise({"completion_clipped_ratio_mean": 0.9}, {}, capless) == {}
 
 
 def test_mostly_unparseable_actions_are_a_small_issue():

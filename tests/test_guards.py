@@ -9,22 +9,21 @@ import pytest
 
 from conftest import SOURCE_OF_TRUTH
 from orchestrator.guards import (
-    CUSTOMIZE_END,
-    CUSTOMIZE_START,
-    GENERIC_END,
-    GENERIC_START,
-    MarkerError,
     Violation,
     check_all,
     check_folder,
     check_protected,
     check_syntax,
     check_train,
-    extract_sections,
+    unfilled_reason,
 )
+from orchestrator.template import TemplateError, read_sections, read_template
 
 TEMPLATE = (SOURCE_OF_TRUTH / "grpo_template.py").read_text()
-HOLES = ["imports", "make_env", "format_observation", "prompts", "actions", "reward"]
+GENERIC_START = "# === GENERIC — DO NOT MODIFY ==="
+CUSTOMIZE_START = "# === CUSTOMIZE ==="
+CUSTOMIZE_END = "# === END CUSTOMIZE ==="
+GENERIC_END = "# === END GENERIC ==="
 
 
 def mutate(folder: Path, name: str, old: str, new: str) -> None:
@@ -47,39 +46,82 @@ def rules(violations: list[Violation]) -> list[str]:
     return [v.rule for v in violations]
 
 
-# ---------------------------------------------------------------- the reference set and the template
+# ---------------------------------------------------------------- the reference set and reading templates
 
 def test_reference_set_passes(generated_dir: Path) -> None:
     assert check(generated_dir) == []
 
 
-def test_extract_sections_on_the_template() -> None:
-    sections = extract_sections(TEMPLATE)
-    generic = [s for s in sections if s.kind == "generic"]
-    customize = [s for s in sections if s.kind == "customize"]
-    assert [s.name for s in generic] == ["0", "1"]
-    assert [s.name for s in customize] == HOLES
+def test_read_template_on_the_stand_in() -> None:
+    sections = read_template(TEMPLATE)
+    assert [s.kind for s in sections] == ["generic"] + ["customize"] * 6 + ["generic"]
     lines = TEMPLATE.split("\n")
-    assert all(lines[s.start_line - 1] == GENERIC_START for s in generic)
-    assert all(lines[s.start_line - 1] == CUSTOMIZE_START for s in customize)
-    assert generic[0].text.startswith("from __future__ import annotations\n")
-    assert customize[0].text.startswith("# HOLE imports:")
+    assert all(lines[s.start_line - 1] == s.marker for s in sections)
+    assert sections[0].text.startswith("from __future__ import annotations\n")
+    assert sections[1].text.startswith("# Imports:")
+
+
+def test_start_markers_only_a_section_runs_to_the_next_marker() -> None:
+    text = (f"doc\n{GENERIC_START}\nA = 1\n{CUSTOMIZE_START}\n    def f(self):\n        pass\n"
+            f"{GENERIC_START}\nB = 2\n")
+    assert [(s.kind, s.start_line, s.text) for s in read_sections(text)] == [
+        ("generic", 2, "A = 1\n"), ("customize", 4, "    def f(self):\n        pass\n"), ("generic", 7, "B = 2\n")]
+
+
+def test_indented_and_loosely_spelled_markers_are_markers() -> None:
+    text = "class P:\n    # ==== CUSTOMISE ====\n    x = 1\n    # == Generic - do not modify ==\n    y = 2\n"
+    assert [(s.kind, s.marker) for s in read_sections(text)] == [
+        ("customize", "    # ==== CUSTOMISE ===="), ("generic", "    # == Generic - do not modify ==")]
+
+
+def test_banner_comments_are_not_markers() -> None:
+    assert read_sections("# ===== helpers =====\nx = 1\n") == []
+
+
+def test_end_marker_closing_nothing_is_a_one_line_error() -> None:
+    with pytest.raises(TemplateError, match="line 2: .*closes no open section") as error:
+        read_sections(f"x = 1\n{GENERIC_END}\n")
+    assert error.value.line == 2 and "\n" not in str(error.value)
+
+
+def test_template_without_customize_section_is_bad_input() -> None:
+    with pytest.raises(TemplateError, match="no '# === CUSTOMIZE ===' line"):
+        read_template(f"{GENERIC_START}\nx = 1\n")
 
 
 def test_untouched_template_as_train_has_every_hole_unfilled(generated_dir: Path) -> None:
     shutil.copy(SOURCE_OF_TRUTH / "grpo_template.py", generated_dir / "train.py")
     violations = check(generated_dir)
-    assert rules(violations) == ["customize-hole-unfilled"] * len(HOLES)
-    assert [v.message.split("'")[1] for v in violations] == HOLES
-    make_env = violations[1]
-    assert make_env.line == line_of(generated_dir, "train.py", 'NotImplementedError("CUSTOMIZE make_env")')
-    assert "placeholder" in make_env.message
-    assert "holds no code" in violations[0].message
+    assert rules(violations) == ["customize-hole-unfilled"] * 6
+    assert "holds no code" in violations[0].message  # the imports hole is comments only
+    assert all("still the template's text" in v.message for v in violations[1:])
+
+
+PLACEHOLDER_FUNCTION = "def f(x):\n    \"\"\"Doc.\"\"\"\n    raise NotImplementedError\n"
+
+
+@pytest.mark.parametrize("hole, reason", [
+    ("", "holds no code"),
+    ("# to do\n", "holds no code"),
+    ("pass\n", "only placeholder"),
+    ("...\n", "only placeholder"),
+    (PLACEHOLDER_FUNCTION, "f() still has a placeholder body"),
+    ("class A:\n    def m(self):\n        ...\n", "m() still has a placeholder body"),
+])
+def test_unfilled_hole_detected_generically(hole: str, reason: str) -> None:
+    assert reason in unfilled_reason(hole, "ANSWER = None\n")
+
+
+def test_filled_hole_and_indented_hole() -> None:
+    assert unfilled_reason("ANSWER = 42\n", "ANSWER = None\n") is None
+    assert unfilled_reason("    def m(self):\n        return 1\n", "    def m(self):\n        pass\n") is None
+    assert "template's text" in unfilled_reason("ANSWER = (0)  # same\n", "# fill me\nANSWER = 0\n")
 
 
 def test_violation_str() -> None:
     assert str(Violation("syntax-error", "helpers.py", 3, "fix it")) == "syntax-error helpers.py:3: fix it"
     assert str(Violation("file-missing", "train.py", None, "write it")) == "file-missing train.py: write it"
+    assert str(Violation("x", "train.py", None, "look", "warning")) == "warning x train.py: look"
 
 
 # ---------------------------------------------------------------- file-missing, syntax-error
@@ -158,14 +200,22 @@ def test_config_class_missing(generated_dir: Path) -> None:
 
 # ---------------------------------------------------------------- train.py
 
-def test_changed_generic_line_names_its_section(generated_dir: Path) -> None:
+def test_changed_generic_line_shows_a_diff(generated_dir: Path) -> None:
     mutate(generated_dir, "train.py", "ADVANTAGE_EPS = 1e-4", "ADVANTAGE_EPS = 1e-3")
     violations = check(generated_dir)
     assert rules(violations) == ["generic-section-changed"]
     assert violations[0].line == line_of(generated_dir, "train.py", "ADVANTAGE_EPS = 1e-3")
     message = violations[0].message
-    assert "2nd GENERIC section" in message and "'ADVANTAGE_EPS = 1e-4'" in message
-    assert "restore it exactly from grpo_template.py" in message
+    assert "2nd GENERIC section" in message and "restore it exactly from grpo_template.py" in message
+    assert "-ADVANTAGE_EPS = 1e-4" in message and "+ADVANTAGE_EPS = 1e-3" in message
+
+
+def test_change_past_column_80_is_visible_in_the_diff(generated_dir: Path) -> None:
+    generic = "".join(s.text for s in read_template(TEMPLATE) if s.kind == "generic")
+    line = next(l for l in generic.split("\n") if len(l) > 100 and l.rstrip().endswith(")"))
+    mutate(generated_dir, "train.py", line, line[:-1] + " )")
+    message = check(generated_dir)[0].message
+    assert f"+{line[:-1]} )" in message and f"-{line}" in message
 
 
 def test_removed_generic_section(generated_dir: Path) -> None:
@@ -174,17 +224,13 @@ def test_removed_generic_section(generated_dir: Path) -> None:
     end = train.index(GENERIC_END) + len(GENERIC_END) + 1
     (generated_dir / "train.py").write_text(train[:start] + train[end:])
     violations = check(generated_dir)
-    assert rules(violations) == ["generic-section-changed"]
-    assert "1 GENERIC sections" in violations[0].message and "1st GENERIC section" in violations[0].message
+    assert rules(violations) == ["sections-changed"]
+    assert "GENERIC@" in violations[0].message
 
 
-def test_unbalanced_markers_are_a_violation(generated_dir: Path) -> None:
+def test_end_markers_are_optional(generated_dir: Path) -> None:
     mutate(generated_dir, "train.py", f"    return reward\n{CUSTOMIZE_END}\n", "    return reward\n")
-    violations = check(generated_dir)
-    assert rules(violations) == ["markers-broken"]
-    reward_start = line_of(generated_dir, "train.py", "# HOLE reward:") - 1
-    assert violations[0].line == reward_start + 6  # the next start marker finds the section still open
-    assert f"CUSTOMIZE section opened at line {reward_start}" in violations[0].message
+    assert check(generated_dir) == []
 
 
 def test_misspelled_marker_is_a_violation(generated_dir: Path) -> None:
@@ -197,127 +243,112 @@ def test_misspelled_marker_is_a_violation(generated_dir: Path) -> None:
     assert GENERIC_START in violations[0].message
 
 
-@pytest.mark.parametrize("text, line, words", [
-    (f"{CUSTOMIZE_START}\nx = 1\n", 1, "never closed"),
-    (f"x = 1\n{GENERIC_END}\n", 2, "closes no open section"),
-    (f"{CUSTOMIZE_START}\n{GENERIC_START}\n{GENERIC_END}\n{CUSTOMIZE_END}\n", 2, "inside the CUSTOMIZE section"),
-    (f"{GENERIC_START}\nx = 1\n{CUSTOMIZE_END}\n", 3, "cannot close the GENERIC section"),
-])
-def test_extract_sections_rejects_broken_markers(text: str, line: int, words: str) -> None:
-    with pytest.raises(ValueError, match=f"line {line}: .*{words}") as error:
-        extract_sections(text)
-    assert isinstance(error.value, MarkerError) and error.value.line == line
-
-
 def test_emptied_hole_is_unfilled(generated_dir: Path) -> None:
     mutate(generated_dir, "train.py", "    return reward\n", "")
     mutate(generated_dir, "train.py", "def shape_reward(reward: float, info: dict, agent_id: int) -> float:\n",
            "# nothing yet\n")
     violations = check(generated_dir)
     assert rules(violations) == ["customize-hole-unfilled"]
-    assert "'reward'" in violations[0].message and "holds no code" in violations[0].message
+    assert "6th CUSTOMIZE section" in violations[0].message and "holds no code" in violations[0].message
 
 
-def test_partly_filled_hole_is_unfilled(generated_dir: Path) -> None:
-    mutate(generated_dir, "train.py", "    return reward\n",
-           "    raise NotImplementedError('CUSTOMIZE shape_reward')\n")
+def test_placeholder_body_is_unfilled(generated_dir: Path) -> None:
+    mutate(generated_dir, "train.py", "    return reward\n", "    raise NotImplementedError('shape_reward')\n")
     violations = check(generated_dir)
     assert rules(violations) == ["customize-hole-unfilled"]
-    assert violations[0].line == line_of(generated_dir, "train.py", "NotImplementedError('CUSTOMIZE")
+    assert "shape_reward() still has a placeholder body" in violations[0].message
 
 
 def test_hole_equal_to_the_template_code_is_unfilled() -> None:
-    template = f"{CUSTOMIZE_START}\n# HOLE answer: the answer.\nANSWER = 0\n{CUSTOMIZE_END}\n"
+    template = f"{CUSTOMIZE_START}\n# the answer.\nANSWER = 0\n{CUSTOMIZE_END}\n"
     same_code = template.replace("ANSWER = 0\n", "# still to do\nANSWER = (0)  # placeholder\n")
     assert rules(check_train(same_code, template)) == ["customize-hole-unfilled"]
     assert check_train(template.replace("ANSWER = 0", "ANSWER = 42"), template) == []
 
 
-def test_customize_sections_out_of_order(generated_dir: Path) -> None:
-    mutate(generated_dir, "train.py", "# HOLE reward:", "# HOLE rewards:")
-    violations = check(generated_dir)
-    assert rules(violations) == ["customize-sections-changed"]
-    assert "rewards (line" in violations[0].message and "reward]" in violations[0].message
-
-
-def test_code_after_the_last_generic_section(generated_dir: Path) -> None:
+def test_code_after_the_last_generic_section_is_a_warning(generated_dir: Path) -> None:
     with (generated_dir / "train.py").open("a") as fh:
         fh.write("\ndef grpo_token_loss(*args):\n    return 0\n")
     violations = check(generated_dir)
-    assert rules(violations) == ["outside-sections-changed"]
+    assert rules(violations) == ["outside-sections-changed"] and violations[0].severity == "warning"
     assert violations[0].line == line_of(generated_dir, "train.py", "def grpo_token_loss(*args)")
 
 
 # ---------------------------------------------------------------- prompt_template.py
 
-def test_action_name_not_in_helpers(generated_dir: Path) -> None:
-    mutate(generated_dir, "prompt_template.py", '"clean", "stay"]', '"clean", "stay", "fly"]')
+def test_menu_entry_not_in_helpers_lists_the_helpers(generated_dir: Path) -> None:
+    mutate(generated_dir, "prompt_template.py", '    "stay": "{} - do nothing",\n',
+           '    "stay": "{} - do nothing",\n    "fly": "{} - take off",\n')
     violations = check(generated_dir)
     assert rules(violations) == ["unknown-action"]
-    assert "'fly'" in violations[0].message
-    assert violations[0].line == line_of(generated_dir, "prompt_template.py", "ACTION_NAMES = [")
+    assert "'fly'" in violations[0].message and "clean_nearest_dirt, collect_nearest_apple" in violations[0].message
+    assert violations[0].line == line_of(generated_dir, "prompt_template.py", '"fly"')
+
+
+def test_json_example_naming_no_helper(generated_dir: Path) -> None:
+    mutate(generated_dir, "prompt_template.py", '{"action": "move_to", "agent_id": %d', '{"action": "walk_to", "agent_id": %d')
+    violations = check(generated_dir)
+    assert rules(violations) == ["unknown-action"] and "'walk_to'" in violations[0].message
 
 
 def test_observation_to_text_is_not_an_action(generated_dir: Path) -> None:
-    mutate(generated_dir, "prompt_template.py", '"clean", "stay"]', '"clean", "stay", "observation_to_text"]')
-    violations = check(generated_dir)
-    assert rules(violations) == ["unknown-action"] and "not an action helper" in violations[0].message
-
-
-def test_action_names_missing_or_not_literal(generated_dir: Path) -> None:
-    mutate(generated_dir, "prompt_template.py", "ACTION_NAMES = [", "NAMES = [")
-    assert rules(check(generated_dir, only=["prompt_template.py"]))[0] == "action-names-missing"
-    mutate(generated_dir, "prompt_template.py", "NAMES = [", "ACTION_NAMES = list(ACTION_DOCS)\nNAMES = [")
-    assert "action-names-invalid" in rules(check(generated_dir, only=["prompt_template.py"]))
+    mutate(generated_dir, "prompt_template.py", '    "stay": "{} - do nothing",\n',
+           '    "stay": "{} - do nothing",\n    "observation_to_text": "{}",\n')
+    assert rules(check(generated_dir)) == ["unknown-action"]
 
 
 def test_prompt_builder_missing(generated_dir: Path) -> None:
-    mutate(generated_dir, "prompt_template.py", "def build_action_prompt(", "def build_action_messages(")
+    mutate(generated_dir, "prompt_template.py", "def create_single_stage_prompt(", "def create_action_prompt(")
     violations = check(generated_dir)
-    assert rules(violations) == ["prompt-builder-missing"] and "build_action_prompt" in violations[0].message
+    assert rules(violations) == ["prompt-builder-missing"] and "create_single_stage_prompt" in violations[0].message
 
 
 def test_prompt_builder_wrong_parameters(generated_dir: Path) -> None:
-    mutate(generated_dir, "prompt_template.py", "agent_id: int, turn: int, thinking: str)",
-           "agent_id: int, thinking: str)")
+    mutate(generated_dir, "prompt_template.py", "thinking_response: str, agent_id: int)", "agent_id: int)")
     violations = check(generated_dir)
     assert rules(violations) == ["prompt-builder-signature"]
-    assert violations[0].line == line_of(generated_dir, "prompt_template.py", "def build_action_prompt(")
+    assert violations[0].line == line_of(generated_dir, "prompt_template.py", "def create_single_stage_prompt(")
+
+
+def test_prompt_builder_renamed_parameters_are_fine(generated_dir: Path) -> None:
+    mutate(generated_dir, "prompt_template.py", "def create_thinking_prompt(obs_text: str, agent_id: int)",
+           "def create_thinking_prompt(observation: str, agent: int, turn: int = 0)")
+    mutate(generated_dir, "prompt_template.py", "    user = (f\"{obs_text}", "    obs_text, agent_id = observation, agent\n    user = (f\"{obs_text}")
+    assert check(generated_dir) == []
 
 
 def test_prompt_builder_return_annotation(generated_dir: Path) -> None:
-    mutate(generated_dir, "prompt_template.py", "turn: int) -> list[dict]:", "turn: int) -> str:")
+    mutate(generated_dir, "prompt_template.py", "agent_id: int) -> list[dict[str, str]]:\n    user", "agent_id: int) -> str:\n    user")
     violations = check(generated_dir)
     assert rules(violations) == ["prompt-builder-signature"] and "'str'" in violations[0].message
 
 
 def test_prompt_builder_alias_annotation_is_fine(generated_dir: Path) -> None:
-    mutate(generated_dir, "prompt_template.py", "turn: int) -> list[dict]:", "turn: int) -> Messages:")
-    mutate(generated_dir, "prompt_template.py", "ACTION_DOCS = {", "Messages = list[dict[str, str]]\nACTION_DOCS = {")
+    mutate(generated_dir, "prompt_template.py", "agent_id: int) -> list[dict[str, str]]:\n    user", "agent_id: int) -> Messages:\n    user")
+    mutate(generated_dir, "prompt_template.py", "HELPER_CALLS = {", "Messages = list[dict[str, str]]\nHELPER_CALLS = {")
     assert check(generated_dir) == []
 
 
 # ---------------------------------------------------------------- helpers.py
 
 def test_helper_calling_helper(generated_dir: Path) -> None:
-    docstring = '    """Fire the cleaning beam in the direction the agent faces."""\n'
-    mutate(generated_dir, "helpers.py", docstring + '    return "CLEAN"',
-           docstring + '    return stay(env, agent_id) and "CLEAN"')
+    docstring = '    """Fire the cleaning beam in the direction the agent faces; True when it hits dirt."""\n'
+    mutate(generated_dir, "helpers.py", docstring, docstring + "    stay(env, agent_id)\n")
     violations = check(generated_dir)
     assert rules(violations) == ["helper-calls-helper"]
-    assert violations[0].line == line_of(generated_dir, "helpers.py", "return stay(env, agent_id)")
+    assert violations[0].line == line_of(generated_dir, "helpers.py", "    stay(env, agent_id)")
     assert "clean" in violations[0].message and "stay()" in violations[0].message
 
 
 def test_helper_calling_observation_to_text(generated_dir: Path) -> None:
-    mutate(generated_dir, "helpers.py", '    """Do nothing this turn."""\n',
-           '    """Do nothing this turn."""\n    observation_to_text(env, agent_id)\n')
+    mutate(generated_dir, "helpers.py", '    """Do nothing this turn (always completed)."""\n',
+           '    """Do nothing this turn (always completed)."""\n    observation_to_text(env, agent_id)\n')
     assert rules(check(generated_dir)) == ["helper-calls-helper"]
 
 
 def test_helper_calling_private_function_is_fine(generated_dir: Path) -> None:
-    mutate(generated_dir, "helpers.py", '    """Do nothing this turn."""\n',
-           '    """Do nothing this turn."""\n    _distance((0, 0), (1, 1))\n')
+    mutate(generated_dir, "helpers.py", '    """Do nothing this turn (always completed)."""\n',
+           '    """Do nothing this turn (always completed)."""\n    _distance((0, 0), (1, 1))\n')
     assert check(generated_dir) == []
 
 
@@ -329,9 +360,9 @@ def test_private_function_calling_public_helper(generated_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("old, new", [
-    ("def stay(env: CleanupEnv, agent_id: int)", "def stay(env: CleanupEnv, agent_id: int, *rest)"),
-    ("def stay(env: CleanupEnv, agent_id: int)", "def stay(game: CleanupEnv, agent_id: int)"),
-    ("def stay(env: CleanupEnv, agent_id: int)", "def stay(env: CleanupEnv)"),
+    ("def stay(env: CleanupEnv, agent_id: int) -> bool", "def stay(env: CleanupEnv, agent_id: int, *rest) -> bool"),
+    ("def stay(env: CleanupEnv, agent_id: int) -> bool", "def stay(env: CleanupEnv) -> bool"),
+    ("def stay(env: CleanupEnv, agent_id: int) -> bool", "def stay(env: CleanupEnv, agent_id: int) -> str"),
     ("agent_id: int, direction: str)", "agent_id: int, direction: str, /)"),
 ])
 def test_helper_signature(generated_dir: Path, old: str, new: str) -> None:
@@ -341,14 +372,17 @@ def test_helper_signature(generated_dir: Path, old: str, new: str) -> None:
     assert violations[0].line == line_of(generated_dir, "helpers.py", new)
 
 
-def test_helper_keyword_only_parameters_are_fine(generated_dir: Path) -> None:
-    mutate(generated_dir, "helpers.py", "def move_to(env: CleanupEnv, agent_id: int, x: int, y: int)",
-           "def move_to(env: CleanupEnv, agent_id: int, *, x: int, y: int, **extra)")
+def test_helper_keyword_only_and_renamed_parameters_are_fine(generated_dir: Path) -> None:
+    mutate(generated_dir, "helpers.py", "def move_to(env: CleanupEnv, agent_id: int, coord_x: int, coord_y: int)",
+           "def move_to(env: CleanupEnv, agent_id: int, *, coord_x: int, coord_y: int, **extra)")
+    mutate(generated_dir, "helpers.py", "def stay(env: CleanupEnv, agent_id: int) -> bool:",
+           "def stay(game: CleanupEnv, agent: int) -> bool:\n    env, agent_id = game, agent")
     assert check(generated_dir) == []
 
 
 def test_observation_to_text_missing(generated_dir: Path) -> None:
-    mutate(generated_dir, "helpers.py", "def observation_to_text(", "def describe(")
+    mutate(generated_dir, "helpers.py", "def observation_to_text(env: CleanupEnv, agent_id: int) -> str:",
+           "def _describe(env: CleanupEnv, agent_id: int) -> str:")
     assert rules(check(generated_dir)) == ["observation-to-text-missing"]
 
 
@@ -361,10 +395,10 @@ def test_observation_to_text_wrong_parameters(generated_dir: Path) -> None:
 # ---------------------------------------------------------------- only, check_all
 
 def test_only_helpers_after_step_one(tmp_path: Path) -> None:
-    shutil.copy(SOURCE_OF_TRUTH.parent / "examples/reference_generated/helpers.py", tmp_path / "helpers.py")
+    shutil.copy(SOURCE_OF_TRUTH.parent / "examples/cleanup/reference_generated/helpers.py", tmp_path / "helpers.py")
     assert check(tmp_path, only=["helpers.py"]) == []
     mutate(tmp_path, "helpers.py", "def observation_to_text(", "def describe(")
-    assert rules(check(tmp_path, only=["helpers.py"])) == ["observation-to-text-missing"]
+    assert rules(check(tmp_path, only=["helpers.py"])) == ["observation-to-text-missing", "helper-signature"]
 
 
 def test_only_prompt_template_needs_helpers(generated_dir: Path) -> None:

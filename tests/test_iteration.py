@@ -2,16 +2,19 @@
 the offline demo runs the whole pipeline and leaves every attempt in git."""
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
 import git
+import pytest
 from conftest import reference_replies, write_transcript
 
 from orchestrator.checks import RuntimeCheckSpec
-from orchestrator.demo import FORMAL_PROPOSAL, IDEAS
+from orchestrator.demo import IDEAS, example, formal_proposal, recorded_roles
 from orchestrator.formal import FormalSpec
+from orchestrator.monitor import parse_log
 from orchestrator.runner import start_run
 
 REWARD = "def shape_reward(reward: float, info: dict, agent_id: int) -> float:\n    return reward\n"
@@ -25,17 +28,16 @@ def reply(tag: str, text: str) -> dict:
 
 def test_nan_in_the_formal_run_stops_it_then_fix_and_restart(project: Path, tmp_path: Path, tiny_model_dir: Path):
     replies = reference_replies()
-    train = json.loads(json.dumps(replies[2]))
-    train["text"] = train["text"].replace(REWARD, NAN_REWARD)
-    assert NAN_REWARD in train["text"]
-    replies[2] = train
-    proposal = reply("formal_train", f"```json\n{json.dumps(FORMAL_PROPOSAL)}\n```")
+    assert replies[3]["tag"] == "generate_train"
+    replies[3]["text"] = replies[3]["text"].replace(REWARD, NAN_REWARD)
+    assert NAN_REWARD in replies[3]["text"]
+    cleanup = example("cleanup")
+    proposal = reply("formal_train", f"```json\n{json.dumps(formal_proposal(cleanup, recorded_roles(cleanup)))}\n```")
     fix = reply("fix", "FILE: train.py\n<<<<<<< SEARCH\n" + NAN_REWARD.splitlines()[1] + "\n=======\n"
                 + REWARD.splitlines()[1] + "\n>>>>>>> REPLACE\n")
     replies += [proposal, fix, proposal, reply("review", f"FILE: future_improvements.md\n````\n{IDEAS}````\n")]
     # the runtime check plays 2 turns (no NaN yet); the formal run plays 3 and reaches step 3
-    spec = RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=2, max_env_steps=2,
-                            max_thinking_tokens=4, max_action_tokens=4)
+    spec = RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=2, turns=2, token_cap=4)
     outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", replies), run_id="r1", runtime_check=spec,
                         formal=FormalSpec(model=str(tiny_model_dir), timeout_s=600))
     assert outcome.status == "done", outcome.reason
@@ -51,15 +53,19 @@ def test_nan_in_the_formal_run_stops_it_then_fix_and_restart(project: Path, tmp_
     assert "nan" in first_log.read_text() and (project / "workspace/training/formal-1/manifest.json").exists()
 
 
-def test_the_offline_demo_runs_the_whole_pipeline(project: Path):
-    result = subprocess.run([sys.executable, "-m", "orchestrator", "demo", "--project-root", str(project)],
-                            capture_output=True, text=True, timeout=900)
+@pytest.mark.parametrize("name", ["cleanup", "staghunt"])
+def test_the_offline_demo_runs_the_whole_pipeline(project: Path, name: str):
+    result = subprocess.run([sys.executable, "-m", "orchestrator", "demo", "--example", name,
+                             "--project-root", str(project)], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "demo summary" in result.stdout and "tokens (recorded)" in result.stdout
     subjects = git.Repo(project / "workspace").git.log("--format=%s").splitlines()[::-1]
     nodes = [s.split(" attempt")[0] for s in subjects[1:]]
-    assert nodes == ["setup", "generate_helpers", "generate_prompts", "generate_train", "generate_launch", "fix",
-                     "fix", "formal_train", "review"]
-    assert "import_check edited train.py" in subjects[6] and "runtime_check edited train.py" in subjects[7]
+    assert nodes == ["setup", "map_roles", "generate_helpers", "generate_prompts", "generate_train", "generate_launch",
+                     "fix", "fix", "formal_train", "review"]
+    assert "import_check edited train.py" in subjects[7] and "runtime_check edited train.py" in subjects[8]
     ideas = (project / "workspace/future_improvements.md").read_text()
     assert ideas.count("\n## ") >= 3 and "Evidence:" in ideas
+    records = parse_log((project / "workspace/training/formal-1/train.logs").read_text())
+    assert [r.kind for r in records if r.kind == "train"] and all(
+        math.isfinite(r.values["loss"]) for r in records if r.kind == "train")
