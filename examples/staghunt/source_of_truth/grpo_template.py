@@ -1,9 +1,9 @@
 """GRPO training of an LLM that plays every hunter of the Stag Hunt game (env_move.StagHuntGame).
 
-How to use this template: copy it to train.py and fill every section that starts with the line
-`# === CUSTOMIZE ===`; every section that starts with `# === GENERIC — DO NOT MODIFY ===` stays
-byte-identical. A section runs until the next marker line (the last one to the end of the file);
-one CUSTOMIZE section sits inside the body of the class HunterPrompts, with indented markers.
+How to use this template: copy it to train.py and fill every CUSTOMIZE section; every GENERIC
+section (its marker line says DO NOT MODIFY) stays byte-identical, marker lines included. A section
+starts at its marker line and runs until the next marker line (the last one to the end of the
+file); one CUSTOMIZE section sits inside the body of the class HunterPrompts, with indented markers.
 
 One update (one of `max_steps`), on every process:
     1. Rollout. `gradient_accumulation_steps` groups; a group is `num_generations` (G) games built
