@@ -37,6 +37,10 @@ Multi-GPU: `accelerate launch --num_processes N train.py --field value ...`. Eac
 own groups (seeds differ by process), DDP averages the gradients, and every process takes exactly
 one optimiser step per update. Metrics are averaged over processes before they are logged.
 
+Precision: `bf16` is mixed precision as in TRL: fp32 master weights and optimiser state, bf16 autocast
+in every forward pass (generation included); the frozen reference is stored in bf16. In pure bf16
+weights an AdamW step of the size of `learning_rate` would be rounded away.
+
 Logs: the main process hands the metrics of every `logging_steps`-th update and one full episode
 (the first of the run, then one every `sample_every` episodes) to `RunLogger`, which writes
 `train.logs` and `Sample_EP.logs` into `output_dir`.
@@ -365,17 +369,19 @@ class TrainState:
 
 
 def load_state(config: GRPOConfig, accelerator: Accelerator) -> TrainState:
-    dtype = torch.bfloat16 if config.bf16 and torch.cuda.is_available() else torch.float32
     tokenizer = AutoTokenizer.from_pretrained(config.model_name_or_path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(config.model_name_or_path, dtype=dtype)
+    # fp32 master weights: in pure bf16 an AdamW step of ~learning_rate (1e-6) is below the rounding
+    # step of most weights and is lost; under bf16 mixed precision accelerate autocasts the forward
+    model = AutoModelForCausalLM.from_pretrained(config.model_name_or_path, dtype=torch.float32)
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
     ref_model = None
     if config.beta > 0:
-        ref_model = AutoModelForCausalLM.from_pretrained(config.model_name_or_path, dtype=dtype)
+        ref_dtype = torch.bfloat16 if accelerator.mixed_precision == "bf16" else torch.float32  # frozen: bf16 is enough
+        ref_model = AutoModelForCausalLM.from_pretrained(config.model_name_or_path, dtype=ref_dtype)
         ref_model = ref_model.to(accelerator.device).eval().requires_grad_(False)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     scheduler = get_scheduler(config.lr_scheduler_type, optimizer,
@@ -522,7 +528,8 @@ class RunLogger:
 # === GENERIC — DO NOT MODIFY ===
 # ---------------------------------------------------------------- main loop
 def train(config: GRPOConfig) -> None:
-    accelerator = Accelerator()
+    # bf16 as in TRL: mixed precision (bf16 autocast over fp32 weights), on GPU only
+    accelerator = Accelerator(mixed_precision="bf16" if config.bf16 and torch.cuda.is_available() else "no")
     random.seed(config.seed)
     torch.manual_seed(config.seed)
     state = load_state(config, accelerator)

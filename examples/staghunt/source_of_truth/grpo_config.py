@@ -52,7 +52,9 @@ class GRPOConfig:
     gradient_accumulation_steps: int = field(default=1, metadata={
         "help": "Groups of num_generations episodes played per process and accumulated into one update."})
     max_grad_norm: float = field(default=1.0, metadata={"help": "Gradient clipping threshold (global L2 norm)."})
-    bf16: bool = field(default=True, metadata={"help": "Load the model in bfloat16 on GPU (ignored on CPU)."})
+    bf16: bool = field(default=True, metadata={
+        "help": "bf16 mixed precision on GPU: fp32 master weights, bf16 autocast, a bf16 frozen reference "
+                "(ignored on CPU)."})
     gradient_checkpointing: bool = field(default=True, metadata={
         "help": "Recompute activations in the backward pass to save memory."})
 
