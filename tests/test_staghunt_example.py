@@ -13,6 +13,7 @@ import importlib
 import inspect
 import json
 import math
+import os
 import re
 import shutil
 import statistics
@@ -494,6 +495,34 @@ def test_one_update_with_signal_changes_every_parameter(train_module, tmp_path):
         assert not torch.equal(param, before[name]), f"Parameter {name} has not changed."
 
 
+# ---------------------------------------------------------------- launcher
+@pytest.mark.parametrize("gpus, cuda_visible, expected", [
+    (0, None, "--cpu --num_processes 1"),
+    (1, None, "--num_processes 1 --main_process_port 29500 --num_machines"),
+    (4, None, "--num_processes 4 --main_process_port 29500 --multi_gpu"),
+    (4, "2,3", "--num_processes 2 --main_process_port 29500 --multi_gpu"),
+])
+def test_launcher_always_uses_accelerate_one_process_per_gpu_or_the_cpu(tmp_path, gpus, cuda_visible, expected):
+    shutil.copy2(GENERATED / "launch_training.sh", tmp_path / "launch_training.sh")
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    lines = "".join(f'echo "GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i})"\n' for i in range(gpus))
+    (fake_bin / "nvidia-smi").write_text("#!/usr/bin/env bash\n" + (lines or "exit 9\n"))
+    (fake_bin / "nvidia-smi").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "PYTHON": "echo"}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    if cuda_visible is not None:
+        env["CUDA_VISIBLE_DEVICES"] = cuda_visible
+    proc = subprocess.run(["bash", str(tmp_path / "launch_training.sh"), "--max_steps", "3", "--output_dir", "a b"],
+                          cwd="/", env=env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("-m accelerate.commands.launch ") and expected in proc.stdout
+    assert proc.stdout.rstrip().endswith("train.py --max_steps 3 --output_dir a b")
+    text = (GENERATED / "launch_training.sh").read_text()
+    assert "set -euo pipefail" in text and "#SBATCH --gres=gpu" in text
+    assert not re.search(r"^[^#]*\|\s*head\b", text, re.M)  # SIGPIPE under pipefail
+
+
 # ---------------------------------------------------------------- the whole run, as a researcher launches it
 @pytest.mark.slow
 def test_reference_train_runs_two_updates_through_launch_training_sh(tmp_path):
@@ -506,8 +535,7 @@ def test_reference_train_runs_two_updates_through_launch_training_sh(tmp_path):
         if src.is_file():
             shutil.copy2(src, run / src.name)
     out = tmp_path / "out"
-    env = {"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "OMP_NUM_THREADS": "1", "HOME": str(tmp_path),
-           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {**os.environ, "PYTHON": sys.executable, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
         ["bash", "launch_training.sh", "--model_name_or_path", model, "--max_steps", "2", "--num_generations", "2",
          "--horizon", "2", "--max_completion_length", "16", "--output_dir", str(out), "--beta", "0.01"],

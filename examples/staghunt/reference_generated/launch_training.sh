@@ -19,8 +19,16 @@ HERE="${SLURM_SUBMIT_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
 cd "${HERE}"
 PYTHON="${PYTHON:-python}"
 
+# count GPUs without `cmd | head` (SIGPIPE under pipefail): nvidia-smi -L prints one "GPU i: ..." line each
 GPU_LIST="$(nvidia-smi -L 2>/dev/null || true)"
 NUM_GPUS="$(printf '%s\n' "${GPU_LIST}" | grep -c '^GPU' || true)"
+# a CUDA_VISIBLE_DEVICES set by the user or the scheduler narrows that down
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ] && [ "${NUM_GPUS}" -gt 0 ]; then
+    IFS=',' read -r -a VISIBLE <<< "${CUDA_VISIBLE_DEVICES}"
+    if [ "${#VISIBLE[@]}" -lt "${NUM_GPUS}" ]; then
+        NUM_GPUS="${#VISIBLE[@]}"
+    fi
+fi
 
 if [ "${NUM_GPUS}" -gt 0 ]; then
     DEVICE_ARGS=(--num_processes "${NUM_GPUS}" --main_process_port "${MAIN_PORT:-29500}")
@@ -32,6 +40,7 @@ else
 fi
 
 echo "launch_training.sh: ${NUM_GPUS} GPU(s); accelerate ${DEVICE_ARGS[*]}" >&2
+# precision is train.py's --bf16 (mixed precision on GPU), so accelerate's own setting stays "no"
 exec "${PYTHON}" -m accelerate.commands.launch \
     "${DEVICE_ARGS[@]}" --num_machines 1 --mixed_precision no --dynamo_backend no \
     train.py "$@"
