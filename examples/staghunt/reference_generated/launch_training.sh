@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# GRPO training on the Stag Hunt game, always through `accelerate launch`.
+#   sbatch launch_training.sh [--field value ...]   on a SLURM cluster (one node)
+#   bash launch_training.sh [--field value ...]     directly; every argument goes to train.py
+# GPUs found with `nvidia-smi -L`: one process per GPU. No GPU: one CPU process (--cpu).
+# Environment: PYTHON (interpreter, default python), MAIN_PORT (default 29500).
+#SBATCH --job-name=grpo-staghunt
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --gres=gpu:1
+#SBATCH --cpus-per-task=8
+#SBATCH --mem=64G
+#SBATCH --time=24:00:00
+#SBATCH --output=slurm-%j.out
+set -euo pipefail
+
+# under sbatch the script runs from a spool copy: SLURM_SUBMIT_DIR is the folder it was submitted from
+HERE="${SLURM_SUBMIT_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}"
+cd "${HERE}"
+PYTHON="${PYTHON:-python}"
+
+# count GPUs without `cmd | head` (SIGPIPE under pipefail): nvidia-smi -L prints one "GPU i: ..." line each
+GPU_LIST="$(nvidia-smi -L 2>/dev/null || true)"
+NUM_GPUS="$(printf '%s\n' "${GPU_LIST}" | grep -c '^GPU' || true)"
+# a CUDA_VISIBLE_DEVICES set by the user or the scheduler narrows that down
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ] && [ "${NUM_GPUS}" -gt 0 ]; then
+    IFS=',' read -r -a VISIBLE <<< "${CUDA_VISIBLE_DEVICES}"
+    if [ "${#VISIBLE[@]}" -lt "${NUM_GPUS}" ]; then
+        NUM_GPUS="${#VISIBLE[@]}"
+    fi
+fi
+
+if [ "${NUM_GPUS}" -gt 0 ]; then
+    DEVICE_ARGS=(--num_processes "${NUM_GPUS}" --main_process_port "${MAIN_PORT:-29500}")
+    if [ "${NUM_GPUS}" -gt 1 ]; then
+        DEVICE_ARGS+=(--multi_gpu)
+    fi
+else
+    DEVICE_ARGS=(--cpu --num_processes 1)
+fi
+
+echo "launch_training.sh: ${NUM_GPUS} GPU(s); accelerate ${DEVICE_ARGS[*]}" >&2
+# precision is train.py's --bf16 (mixed precision on GPU), so accelerate's own setting stays "no"
+exec "${PYTHON}" -m accelerate.commands.launch \
+    "${DEVICE_ARGS[@]}" --num_machines 1 --mixed_precision no --dynamo_backend no \
+    train.py "$@"
