@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from orchestrator.config_file import accepted_values, load_config_class
 from orchestrator.execution import ExecutionResult, execute, last_traceback, strip_progress_bars, tail
 from orchestrator.guards import GENERATED_FILES, check_folder, errors
 from orchestrator.monitor import parse_log
@@ -186,12 +187,26 @@ def run_runtime_check(folder: Path, spec: RuntimeCheckSpec, roles: ConfigRoles, 
     code, log_dir = work_dir / "code", work_dir / "logs"
     shutil.copytree(folder, code, ignore=_COPY_IGNORE)
     log_dir.mkdir(parents=True)
-    args = deliver(roles, roles.to_fields(spec.role_values(log_dir)), code / "grpo_config.py")
+    values, refused = short_run_values(roles.to_fields(spec.role_values(log_dir)), code / "grpo_config.py")
+    args = deliver(roles, values, code / "grpo_config.py")
     result = execute(["bash", "launch_training.sh", *args], code, timeout_s=spec.timeout_s,
                      env={"PYTHON": sys.executable})
     if not result.ok:
         return _failure("runtime_check", result, code, "the short training run")
-    return judge_training_log(find_log(log_folder(roles, log_dir, code)), spec, result.seconds)
+    judged = judge_training_log(find_log(log_folder(roles, log_dir, code)), spec, result.seconds)
+    if refused and judged.passed:
+        return replace(judged, summary=f"{judged.summary}; the config's validation refused the short run's "
+                                       f"{', '.join(refused)}, so its own values were kept")
+    return judged
+
+
+def short_run_values(values: dict[str, object], config_path: Path) -> tuple[dict[str, object], list[str]]:
+    """The short run's values that the config's own validation accepts (all of them when it cannot load)."""
+    try:
+        config_cls = load_config_class(config_path)
+    except Exception:  # a broken config is the run's evidence, not the orchestrator's crash
+        return values, []
+    return accepted_values(config_cls, values)
 
 
 def unset_roles_note(roles: ConfigRoles) -> str:

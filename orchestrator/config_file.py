@@ -126,3 +126,26 @@ def _callee(call: ast.Call) -> str:
 def _char_offset(line: str, byte_offset: int) -> int:
     """ast column offsets count UTF-8 bytes; string slicing counts characters."""
     return len(line.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore"))
+
+
+def accepted_values(config_cls: type, values: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The values the config's own validation accepts on top of its defaults, and the names it refused.
+
+    Each value is tried in turn with those already accepted; when the defaults alone do not construct
+    (a field without a default), nothing can be judged and every value is accepted.
+    """
+    defaults = field_defaults(config_cls)
+    try:
+        config_cls(**defaults)
+    except Exception:  # the researcher's validation may raise anything; then there is no baseline to judge by
+        return dict(values), []
+    accepted: dict[str, Any] = {}
+    refused: list[str] = []
+    for name, value in values.items():
+        try:
+            config_cls(**{**defaults, **accepted, name: value})
+        except Exception:
+            refused.append(name)
+        else:
+            accepted[name] = value
+    return accepted, refused

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.checks import RuntimeCheckSpec
-from orchestrator.config_file import field_defaults, field_help, load_config_class, value_kind
+from orchestrator.config_file import accepted_values, field_defaults, field_help, load_config_class, value_kind
 from orchestrator.formal import FormalSpec
 from orchestrator.roles import ConfigRoles, parses_command_line, suggest_roles, validate_roles
 from orchestrator.runner import RunOutcome, SetupError, start_run
@@ -97,7 +97,7 @@ def formal_proposal(ex: Example, answer: dict[str, Any]) -> dict[str, Any]:
         if value_kind(defaults[name]) == value_kind(value) or (value_kind(defaults[name]) == "float"
                                                                 and value_kind(value) == "int"):
             proposal[name] = value
-    return proposal
+    return accepted_values(load_config_class(config_path), proposal)[0]
 
 
 def faults(train_text: str) -> list[tuple[str, str]]:

@@ -50,7 +50,7 @@ The collapse drop is absolute, in reward units: the Cleanup game pays +1 per app
 Each detector reports the first update where its condition holds, so repeated polls of a
 growing log give the same answer. ``detect_all``, ``progress`` and ``summarize_trends`` look at
 the latest run only (records from the last start line on), because the template appends to
-``train.logs`` and a relaunch with the same ``log_dir`` continues the old file.
+``train.logs`` and a relaunch into the same log folder continues the old file.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ METRIC_ALIASES: dict[str, tuple[str, ...]] = {
     "loss": ("loss", "train_loss", "total_loss"),
     "policy_loss": ("policy_loss", "pg_loss"),
     "kl": ("kl", "kl_mean", "kl_divergence"),
-    "grad_norm": ("grad_norm", "gradNorm", "gradient_norm", "gnorm"),
+    "grad_norm": ("grad_norm", "gradNorm", "gradient_norm", "gnorm", "total_norm"),
     "lr": ("lr", "learning_rate"),
     "reward_mean": ("reward_mean", "reward", "mean_reward", "rewards/mean", "episode_return"),
     "reward_std": ("reward_std", "rewards/std", "std_reward"),
@@ -146,7 +146,12 @@ _JSON_TIME_KEYS = ("time", "timestamp")
 
 
 def canonical_metric(key: str) -> str:
-    return _ALIAS.get(re.sub(r"[^a-z0-9]", "", key.lower()), key)
+    """The vocabulary's name for a logged key; `train/grad_norm` style prefixes are tried without the prefix."""
+    for candidate in (key, key.rsplit("/", 1)[-1]):
+        name = _ALIAS.get(re.sub(r"[^a-z0-9]", "", candidate.lower()))
+        if name is not None:
+            return name
+    return key
 
 
 def parse_line(line: str, line_no: int = 0) -> LogRecord | None:
@@ -303,11 +308,11 @@ def detect_nan(records: Sequence[LogRecord], config: MonitorConfig) -> Anomaly |
         if bad_loss:
             seen = ", ".join(f"{k}={record.values[k]}" for k in bad_loss)
             return Anomaly("nan_loss", True, update,
-                           f"non-finite {seen} at update {update}; lower learning_rate, check rewards/advantages "
-                           "for nan/inf and the log-prob ratio for overflow (bf16), keep max_grad_norm small",
+                           f"non-finite {seen} at update {update}; lower the learning rate, check rewards/advantages "
+                           "for nan/inf and the log-prob ratio for overflow (bf16), keep the gradient clipping norm small",
                            _evidence([record]))
         return Anomaly("nan_grad_norm", True, update,
-                       f"non-finite grad_norm={record.values['grad_norm']} at update {update}; lower learning_rate, "
+                       f"non-finite grad_norm={record.values['grad_norm']} at update {update}; lower the learning rate, "
                        "check for bf16 overflow in the loss, look for nan/inf rewards",
                        _evidence([record]))
     return None
@@ -318,7 +323,7 @@ def detect_grad_norm_explosion(records: Sequence[LogRecord], config: MonitorConf
     window = config.grad_norm_window
     for i, (record, grad_norm) in enumerate(series):
         update = _update(record)
-        hint = "lower learning_rate or max_grad_norm, add warmup_steps, check bf16 overflow"
+        hint = "lower the learning rate or the gradient clipping norm, add warm-up steps, check bf16 overflow"
         if grad_norm > config.grad_norm_abs_max:
             return Anomaly("grad_norm_explosion", True, update,
                            f"grad_norm {_g(grad_norm)} at update {update} exceeds {_g(config.grad_norm_abs_max)}; "
@@ -341,8 +346,8 @@ def detect_kl_blowup(records: Sequence[LogRecord], config: MonitorConfig) -> Ano
         if kl > config.kl_max:
             update = _update(record)
             return Anomaly("kl_blowup", True, update,
-                           f"kl {_g(kl)} at update {update} exceeds {_g(config.kl_max)}; lower learning_rate, "
-                           "raise beta, use fewer num_iterations or a tighter epsilon clip",
+                           f"kl {_g(kl)} at update {update} exceeds {_g(config.kl_max)}; lower the learning rate, "
+                           "raise the KL coefficient, use fewer passes per rollout or a tighter clip",
                            _evidence([record]))
     return None
 
@@ -361,7 +366,7 @@ def detect_reward_collapse(records: Sequence[LogRecord], config: MonitorConfig) 
             update = _update(record)
             return Anomaly("reward_collapse", True, update,
                            f"reward_mean averaged over {window} updates fell to {_g(current)} at update {update}, "
-                           f"{_g(best - current)} below its best {_g(best)}; lower learning_rate, raise beta, "
+                           f"{_g(best - current)} below its best {_g(best)}; lower the learning rate, raise the KL coefficient, "
                            "check the reward function and sample transcripts for degenerate outputs",
                            _evidence([r for r, _ in series[i - window + 1:i + 1]]))
     return None
@@ -378,7 +383,7 @@ def detect_flat_reward(records: Sequence[LogRecord], config: MonitorConfig) -> A
             update = _update(record)
             return Anomaly("flat_reward", config.flat_reward_serious, update,
                            f"reward_std == 0 and frac_reward_zero_std == 1 for {len(streak)} consecutive updates "
-                           f"up to update {update}: no learning signal; raise temperature or group_size, shape the "
+                           f"up to update {update}: no learning signal; raise the temperature or the group size, shape the "
                            "reward, or check that actions parse (invalid_action_rate)",
                            _evidence(streak[:2] + streak[-2:]))
     return None
@@ -451,7 +456,7 @@ def _matching(lines: list[str], pattern: re.Pattern[str]) -> list[str]:
 def detect_stderr(stderr_tail: str) -> Anomaly | None:
     lines = stderr_tail.splitlines()
     for kind, pattern, hint in (
-        ("cuda_oom", _OOM, "lower micro_batch_size or max_thinking_tokens, enable gradient_checkpointing and bf16, "
+        ("cuda_oom", _OOM, "lower the micro-batch size or the token caps, enable gradient checkpointing and bf16, "
                            "or use more GPUs"),
         ("nccl_error", _NCCL, "a peer process may have died first (check its traceback); try NCCL_DEBUG=INFO, "
                               "NCCL_P2P_DISABLE=1 or NCCL_IB_DISABLE=1"),

@@ -20,7 +20,7 @@ GPU are taken to be fp32 whatever the precision field says):
   each layer's input survives the forward (k = 2 leaves room for the one layer being recomputed);
   without it attention, MLP and norm intermediates of every layer stay alive (k = 16)
 * logits = micro_batch x seq_len x vocab x 4 bytes x 2: the fp32 logits and the fp32 log-softmax
-* kv_cache = 2 (K and V) x layers x kv_heads x head_dim x b x (group_size x num_agents) x seq_len:
+* kv_cache = 2 (K and V) x layers x kv_heads x head_dim x b x (group size x agents) x seq_len:
   one rollout stage generates for every (episode, agent) pair of the group in one batch
 
 seq_len defaults to a 1024-token prompt budget + the thinking cap + the action cap (the action stage's
@@ -245,7 +245,7 @@ def _type_problem(value: Any, base: Any) -> str | None:
     if base is None:
         return None
     expected = type(base)
-    # bool is a subclass of int: True must not pass as a micro_batch_size, nor 1 as a flag
+    # bool is a subclass of int: True must not pass as a batch size, nor 1 as a flag
     if isinstance(value, bool) != isinstance(base, bool):
         return expected.__name__
     if expected is float and isinstance(value, int):

@@ -316,9 +316,9 @@ _ACTIVE = _QUEUED | {"RUNNING", "COMPLETING", "STAGE_OUT", "RESIZING", "SIGNALIN
 _FAILURE_CLASSES = {"OUT_OF_MEMORY": "oom", "TIMEOUT": "time_limit", "PREEMPTED": "preempted",
                     "NODE_FAIL": "node_fail"}
 _HINTS = {
-    "oom": "host memory ran out: raise #SBATCH --mem, or lower micro_batch_size / group_size",
+    "oom": "host memory ran out: raise #SBATCH --mem, or lower the micro-batch or group size",
     "nccl": "an NCCL error: a peer may have died first (see its traceback); try NCCL_DEBUG=INFO",
-    "time_limit": "the time limit ran out: raise #SBATCH --time or lower episodes",
+    "time_limit": "the time limit ran out: raise #SBATCH --time or train for fewer updates",
     "preempted": "a higher-priority job took the nodes: resubmit",
     "node_fail": "a node failed: resubmit, excluding it (#SBATCH --exclude)",
     "failed": "see the traceback in the job's output file",

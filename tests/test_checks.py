@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.execution import last_traceback
 from orchestrator.checks import (RuntimeCheckSpec, classify_failure, code_excerpts, fingerprint, implicated_files,
                                  judge_training_log, run_guards, run_import_check)
 

@@ -354,3 +354,24 @@ def test_module_uses_only_the_standard_library():
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}
     code = f"import sys; sys.path.insert(0, {str(SOURCE_DIR)!r}); import env_move; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_set_action_queues_until_step_and_step_clears_it():
+    env, twin = CleanupEnv(seed=3), CleanupEnv(seed=3)
+    env.set_action(0, " left ")
+    env.set_action(1, "UP")
+    env.set_action(1, "clean")  # a later choice replaces an earlier one
+    assert env.pending_actions == {0: "LEFT", 1: "CLEAN"}
+    assert env.step() == twin.step({0: "LEFT", 1: "CLEAN"})
+    assert env.pending_actions == {}
+    assert env.step() == twin.step({})  # nobody chose: everyone stays
+
+
+def test_explicit_actions_win_over_pending_ones_and_bad_choices_raise():
+    env, twin = CleanupEnv(seed=4), CleanupEnv(seed=4)
+    env.set_action(0, "RIGHT")
+    assert env.step({0: "DOWN"}) == twin.step({0: "DOWN"})
+    with pytest.raises(ValueError, match="unknown|invalid"):
+        env.set_action(0, "FLY")
+    with pytest.raises(ValueError, match="agent id"):
+        env.set_action(7, "UP")

@@ -128,12 +128,10 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     rel_dir = f"{TRAINING_DIR}/formal-{attempt}"
     log_dir = ctx.workspace.path(rel_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    # checkpoints go to the run folder, never into the workspace's git; the logs go where they are committed
-    folders = roles.to_fields({"output_folder": str(ctx.run_dir / f"formal-{attempt}"), "log_folder": str(log_dir)})
-    if roles.field_of("output_folder") and not roles.field_of("log_folder"):
-        folders[roles.field_of("output_folder")] = str(log_dir / "outputs")
-    config = {**config, **folders}
-    watch_dir = log_folder(roles, log_dir, ctx.generated)
+    # checkpoints go to the run folder, never into the workspace's git; the logs end up where they are committed
+    out_dir = ctx.run_dir / f"formal-{attempt}"
+    config = {**config, **roles.to_fields({"output_folder": str(out_dir), "log_folder": str(log_dir)})}
+    watch_dir = log_dir if roles.field_of("log_folder") else log_folder(roles, out_dir, ctx.generated)
     for stale in (LOG_NAME, SAMPLE_LOG_NAME):
         (watch_dir / stale).unlink(missing_ok=True)
     # every vetted scalar value is passed (a flag or a default written into grpo_config.py), so nothing
@@ -142,7 +140,7 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
                  else {k: v for k, v in config.items() if v != defaults.get(k)})
     args = deliver(roles, delivered, ctx.generated / "grpo_config.py")
     write_manifest(log_dir / "manifest.json", run_id=ctx.run_id, config=config, model_id=model, probe=state["probe"],
-                   source_of_truth=ctx.source_of_truth, seeds={"seed": config["seed"]},
+                   source_of_truth=ctx.source_of_truth, seeds={"random_seed": roles.read(config).get("random_seed")},
                    request_ids=answer.request_ids, workspace_sha=ctx.workspace.head_sha())
     use_slurm = ctx.formal.use_slurm and machine.slurm
     ctx.log.record(Event(ctx.run_id, "formal_train", "launch", "the formal run, sized to this machine",

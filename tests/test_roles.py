@@ -1,0 +1,142 @@
+"""The config's roles: validated against the real dataclass, guessed from names, delivered to train.py
+as flags or as values written into grpo_config.py (for a template that parses no command line)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import SOURCE_OF_TRUTH, write_transcript
+
+from orchestrator.checks import RuntimeCheckSpec
+from orchestrator.config_file import field_defaults, field_help, load_config_class, set_values
+from orchestrator.demo import example, recorded_roles
+from orchestrator.roles import CONFIG_FILE, ConfigRoles, deliver, parses_command_line, suggest_roles, validate_roles
+from orchestrator.runner import start_run
+
+EXPECTED = {  # role -> field, as a reader of each example's template would map them
+    "cleanup": {"model": "model_name", "episodes_total": "episodes", "updates_total": None,
+                "group_generations": "group_size", "episode_turns": "max_env_steps", "agent_count": "num_agents",
+                "thinking_cap": "max_thinking_tokens", "action_cap": "max_action_tokens",
+                "micro_batch": "micro_batch_size", "log_folder": "log_dir", "output_folder": "output_dir",
+                "sample_every": "sample_log_interval", "kl_coef": "beta", "precision": "bf16"},
+    "staghunt": {"model": "model_name_or_path", "episodes_total": None, "updates_total": "max_steps",
+                 "group_generations": "num_generations", "episode_turns": "horizon", "agent_count": "num_hunters",
+                 "thinking_cap": "max_completion_length", "action_cap": "max_completion_length",
+                 "micro_batch": "per_device_train_batch_size", "log_folder": None, "output_folder": "output_dir",
+                 "sample_every": "sample_every", "kl_coef": "beta", "precision": "bf16"},
+}
+
+
+def defaults_of(name: str) -> dict:
+    return field_defaults(load_config_class(example(name).source_of_truth / "grpo_config.py"))
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_the_recorded_mapping_of_each_example_validates(name: str) -> None:
+    roles = validate_roles(recorded_roles(example(name)), defaults_of(name), cli_possible=True)
+    assert {role: roles.field_of(role) for role in EXPECTED[name]} == EXPECTED[name]
+    assert roles.delivery == "cli"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_the_first_guess_gets_the_sizes_and_caps_right(name: str) -> None:
+    ex = example(name)
+    text = (ex.source_of_truth / "grpo_config.py").read_text()
+    guess = suggest_roles(defaults_of(name), field_help(text), cli_possible=True)["roles"]
+    for role in ("model", "group_generations", "episode_turns", "thinking_cap", "action_cap", "micro_batch"):
+        assert guess[role] == EXPECTED[name][role], role
+
+
+def test_a_wrong_mapping_is_refused_with_every_problem() -> None:
+    defaults = defaults_of("cleanup")
+    answer = {"roles": {"model": "model_path", "group_generations": "bf16", "speed": "seed",
+                        "micro_batch": "episodes", "episodes_total": "episodes"}, "delivery": "cli"}
+    with pytest.raises(ValueError) as error:
+        validate_roles(answer, defaults, cli_possible=True)
+    message = str(error.value)
+    assert "'model_path' is not a GRPOConfig field" in message and "holds a bool" in message
+    assert "'speed' is not a role" in message and "given to several roles" in message
+
+
+def test_cli_delivery_needs_a_template_that_parses_flags() -> None:
+    with pytest.raises(ValueError, match="use 'config_file'"):
+        validate_roles({"roles": {}, "delivery": "cli"}, defaults_of("cleanup"), cli_possible=False)
+
+
+def test_detecting_command_line_parsing() -> None:
+    staghunt = example("staghunt").source_of_truth
+    assert parses_command_line((staghunt / "grpo_template.py").read_text())
+    assert not parses_command_line("def main():\n    train(GRPOConfig())\n")
+
+
+def test_set_values_rewrites_plain_and_field_defaults_only() -> None:
+    text = ('from dataclasses import dataclass, field\n\n@dataclass\nclass GRPOConfig:\n'
+            '    lr: float = 1e-6  # the learning rate\n'
+            '    name: str = field(default="big/model", metadata={"help": "Hub id — or path."})\n'
+            '    steps: int = 10\n')
+    out = set_values(text, {"name": "/tmp/tiny", "steps": 2})
+    assert "name: str = field(default='/tmp/tiny', metadata={\"help\": \"Hub id — or path.\"})" in out
+    assert "steps: int = 2\n" in out and "lr: float = 1e-6  # the learning rate" in out
+    with pytest.raises(ValueError, match="not a GRPOConfig field"):
+        set_values(text, {"nope": 1})
+
+
+def test_deliver_as_flags_or_into_the_config(tmp_path: Path) -> None:
+    config = tmp_path / "grpo_config.py"
+    shutil.copy(SOURCE_OF_TRUTH / "grpo_config.py", config)
+    flags = ConfigRoles({}, "cli")
+    assert deliver(flags, {"episodes": 4, "bf16": False}, config) == ["--episodes", "4", "--bf16", "false"]
+    assert config.read_text() == (SOURCE_OF_TRUTH / "grpo_config.py").read_text()
+    assert deliver(ConfigRoles({}, CONFIG_FILE), {"episodes": 4, "bf16": False}, config) == []
+    values = field_defaults(load_config_class(config))
+    assert values["episodes"] == 4 and values["bf16"] is False
+
+
+def _without_command_line(folder: Path) -> None:
+    """The Cleanup triple turned into one whose template parses no flags: values must go into the config."""
+    config = folder / "grpo_config.py"
+    if config.exists():
+        text = config.read_text()
+        text = text[:text.index("    @classmethod\n    def from_args")].rstrip() + "\n"
+        text = text.replace("import argparse\n", "").replace(
+            "Override any value from the command line without adding fields:", "Values are set in this file:")
+        config.write_text(re.sub(r"\n\s*python train\.py --episodes[^\n]*\n", "\n", text))
+    for name in ("grpo_template.py", "train.py"):
+        path = folder / name
+        if path.exists():
+            path.write_text(path.read_text().replace(
+                "    train(GRPOConfig.from_args(sys.argv[1:] if argv is None else argv))", "    train(GRPOConfig())"))
+
+
+def test_a_template_without_flags_gets_its_short_run_through_the_config(tmp_path: Path, tiny_model_dir: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(SOURCE_OF_TRUTH, project / "source_of_truth", ignore=shutil.ignore_patterns("__pycache__"))
+    _without_command_line(project / "source_of_truth")
+    reference = tmp_path / "reference"
+    shutil.copytree(example("cleanup").reference, reference)
+    _without_command_line(reference)
+    defaults = field_defaults(load_config_class(project / "source_of_truth" / "grpo_config.py"))
+    assert not parses_command_line(*(p.read_text() for p in (project / "source_of_truth").glob("*.py")))
+    guess = suggest_roles(defaults, cli_possible=False)
+    replies = [{"tag": "map_roles", "text": f"```json\n{json.dumps(guess)}\n```"}] + [
+        {"tag": tag, "text": "\n".join(f"FILE: {n}\n````\n{(reference / n).read_text()}````\n" for n in names)}
+        for tag, names in (("generate_helpers", ("helpers.py", "helper_readme.md")),
+                           ("generate_prompts", ("prompt_template.py",)), ("generate_train", ("train.py",)),
+                           ("generate_launch", ("launch_training.sh",)))]
+    spec = RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=2, group=2, turns=2, token_cap=4)
+    outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", replies), run_id="r1",
+                        runtime_check=spec, until="runtime_check")
+    assert outcome.status == "done", outcome.reason
+    assert outcome.state["roles"]["delivery"] == CONFIG_FILE
+    check_dir = project / "runs/r1/runtime_check"
+    written = field_defaults(load_config_class(check_dir / "code/grpo_config.py"))
+    assert written["model_name"] == str(tiny_model_dir) and written["episodes"] == 2 and written["max_env_steps"] == 2
+    start = (check_dir / "logs/train.logs").read_text().splitlines()[0]
+    assert "episodes=2" in start and "group_size=2" in start
+    # the workspace's copy keeps the researcher's values: the short run's values went into the check's copy only
+    workspace_config = (project / "workspace/generated/grpo_config.py").read_text()
+    assert workspace_config == (project / "source_of_truth/grpo_config.py").read_text()
