@@ -30,7 +30,7 @@ Rule ids, cheapest first:
   positionally, with a chat-messages return annotation if any ("Two prompt-building functions that
   return list[dict] with role/content keys").
 - unknown-action: every action name prompt_template.py offers (a JSON example's "action" value, an
-  entry of a list or dict of names that holds a helper's name) is an action helper in helpers.py
+  entry of a list or dict of names that are mostly helpers' names) is an action helper in helpers.py
   ("When fixing prompt_template.py, ensure action names match the functions in helpers.py").
 - observation-to-text-missing: helpers.py defines observation_to_text(env, agent_id).
 - helper-signature: every action helper takes the env and the agent id first and its further
@@ -294,23 +294,28 @@ def check_prompt_template(text: str, helpers_text: str) -> list[Violation]:
 
 _JSON_ACTION = re.compile(r"""["']action["']\s*:\s*["']([A-Za-z_]\w*)["']""")
 _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
+# what a format description puts where a name goes: {"action": "action_name", ...} offers no action
+_PLACEHOLDERS = {"name", "action", "action_name", "helper", "helper_name", "function", "function_name", "func",
+                 "tool", "tool_name", "your_action", "some_action"}
 
 
 def offered_actions(tree: ast.Module, helpers: set[str]) -> list[tuple[str, int]]:
     """(name, line) of each action name the prompts offer the model.
 
-    Two sources: the "action" value of any JSON-like example in a string, and the entries of any
-    list, tuple, set or dict literal of names that holds at least one helper's name (an action menu).
+    Two sources: the "action" value of any JSON-like example in a string (placeholders such as
+    "action_name" or "NAME" aside), and the names in any list, tuple, set or dict-keys literal of
+    names that are mostly helpers' names (an action menu).
     """
     found: list[tuple[str, int]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            found += [(name, node.lineno) for name in _JSON_ACTION.findall(node.value)]
+            found += [(name, node.lineno) for name in _JSON_ACTION.findall(node.value)
+                      if name.lower() not in _PLACEHOLDERS and not name.isupper()]
         elif isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)):
             items = node.keys if isinstance(node, ast.Dict) else node.elts
             names = [(e.value, e.lineno) for e in items if isinstance(e, ast.Constant) and isinstance(e.value, str)
                      and _IDENTIFIER.match(e.value)]
-            if any(name in helpers for name, _ in names):
+            if 2 * sum(name in helpers for name, _ in names) > len(names):
                 found += names
     return found
 

@@ -200,7 +200,7 @@ def _drive(settings: RunSettings, ctx: RunContext, graph_input: RunState | None,
     status, reason = "failed", ""
     with open_graph(settings.run_dir) as graph:
         try:
-            graph.invoke(graph_input, config, context=ctx)
+            graph.invoke(graph_input, config, context=ctx, durability="sync")
             values = graph.get_state(thread(settings.run_id)).values
             status, reason = values.get("status", "done"), values.get("exit_reason", "")
         except RunStopped as exc:

@@ -44,8 +44,17 @@ def stream_events(chunks: list[str]) -> list[dict]:
     ]
 
 
+def answer(request_body: dict, text: str):
+    """`text` as the Messages API sends it: SSE events for a streamed request, one JSON message otherwise."""
+    from werkzeug import Response
+
+    if request_body.get("stream"):
+        return Response(sse(*stream_events([text])), content_type="text/event-stream")
+    return Response(json.dumps(message_json(text, USAGE)), content_type="application/json")
+
+
 class ScriptedServer:
-    """Serves scripted reply texts in order (SSE, as the SDK streams long answers) and records requests."""
+    """Serves scripted reply texts in order (streamed or not, as asked) and records requests."""
 
     def __init__(self, httpserver, replies: list[str]) -> None:
         from werkzeug import Response
@@ -57,7 +66,7 @@ class ScriptedServer:
             if not self.replies:
                 return Response(json.dumps({"type": "error", "error": {"type": "invalid_request_error",
                                                                         "message": "script exhausted"}}), status=400)
-            return Response(sse(*stream_events([self.replies.pop(0)])), content_type="text/event-stream")
+            return answer(self.requests[-1], self.replies.pop(0))
 
         httpserver.expect_request("/v1/messages", method="POST").respond_with_handler(handler)
         self.url = httpserver.url_for("")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import git
 import pytest
-from conftest import REFERENCE, file_answer
+from conftest import REFERENCE, file_answer, roles_reply
 from messages_api import ScriptedServer
 
 from orchestrator.checks import RuntimeCheckSpec
@@ -16,7 +16,7 @@ GENERATION = [("helpers.py", "helper_readme.md"), ("prompt_template.py",), ("tra
 
 
 def generation_replies(tmp_path: Path, **replace: tuple[str, str]) -> list[str]:
-    """The reference answers for Steps 1-4, with `file=(old, new)` text substitutions."""
+    """The roles answer, then the reference answers for Steps 1-4 with `file=(old, new)` text substitutions."""
     folder = tmp_path / "answers"
     folder.mkdir(exist_ok=True)
     for src in REFERENCE.iterdir():
@@ -26,7 +26,7 @@ def generation_replies(tmp_path: Path, **replace: tuple[str, str]) -> list[str]:
             assert old in text
             text = text.replace(old, new)
         (folder / src.name).write_text(text)
-    return [file_answer(*names, folder=folder) for names in GENERATION]
+    return [roles_reply()["text"]] + [file_answer(*names, folder=folder) for names in GENERATION]
 
 
 def edit(path: str, search: str, replace: str) -> str:
@@ -65,7 +65,7 @@ def test_import_error_traceback_reaches_the_fix_and_the_edit_repairs_it(project,
     anthropic_env(server)
     outcome = run(project, quick_runtime)
     assert outcome.status == "done", outcome.reason
-    fix_prompt = server.prompt_text(4)
+    fix_prompt = server.prompt_text(5)
     assert "ModuleNotFoundError: No module named 'prompt_templates'" in fix_prompt
     assert 'File "' in fix_prompt and "train.py" in fix_prompt  # the real traceback, with its frames
     assert "import_check" in fix_prompt
@@ -82,22 +82,23 @@ def test_runtime_error_in_the_tiny_model_run_is_fixed(project, tmp_path, httpser
     anthropic_env(server)
     outcome = run(project, quick_runtime)
     assert outcome.status == "done", outcome.reason
-    fix_prompt = server.prompt_text(4)
+    fix_prompt = server.prompt_text(5)
     assert "runtime_check" in fix_prompt and "unexpected keyword argument 'agents'" in fix_prompt
     assert "(wrong_signature)" in fix_prompt
     assert fix_commits(project)[0].startswith("fix attempt 1: runtime_check edited train.py")
-    assert (project / "runs/r1/runtime_check/train.logs").read_text().count(" train ") == 1
+    assert (project / "runs/r1/runtime_check/logs/train.logs").read_text().count(" train ") == 1
 
 
 def test_guard_violation_is_fixed_by_an_edit(project, tmp_path, httpserver, anthropic_env, quick_runtime):
-    names = 'ACTION_NAMES = ["collect_nearest_apple", "clean_nearest_dirt", "move_to", "move", "clean", "stay"{}]'
-    replies = generation_replies(tmp_path, prompt_template_py=(names.format(""), names.format(', "dance"')))
-    replies.append(edit("prompt_template.py", names.format(', "dance"'), names.format("")))
+    menu = '    "stay": "{} - do nothing",\n'
+    dance = menu + '    "dance": "{} - celebrate",\n'
+    replies = generation_replies(tmp_path, prompt_template_py=(menu, dance))
+    replies.append(edit("prompt_template.py", dance.rstrip("\n"), menu.rstrip("\n")))
     server = ScriptedServer(httpserver, replies)
     anthropic_env(server)
     outcome = run(project, quick_runtime)
     assert outcome.status == "done", outcome.reason
-    assert "unknown-action prompt_template.py" in server.prompt_text(4)
+    assert "unknown-action prompt_template.py" in server.prompt_text(5)
     assert fix_commits(project)[0].startswith("fix attempt 1: rules edited prompt_template.py")
 
 
@@ -110,7 +111,7 @@ def test_an_edit_to_a_protected_file_is_refused_before_it_touches_disk(project, 
     anthropic_env(server)
     outcome = run(project, quick_runtime)
     assert outcome.status == "done", outcome.reason
-    assert "refused: env_move.py must never be edited" in server.prompt_text(5)
+    assert "refused: env_move.py must never be edited" in server.prompt_text(6)
     source = (project / "source_of_truth/env_move.py").read_bytes()
     assert (project / "workspace/generated/env_move.py").read_bytes() == source
     history = git.Repo(project / "workspace").git.log("run/r1", "--format=%s", "--", "generated/env_move.py")
@@ -127,8 +128,8 @@ def test_a_hopeless_loop_escalates_then_ends_blocked(project, tmp_path, httpserv
     outcome = run(project, quick_runtime, limits=Limits(max_attempts_per_check=2))
     assert outcome.status == "blocked"
     assert "import_check still failing after 2 fix attempts" in outcome.reason
-    assert "The same failure came back after a fix" in server.prompt_text(5)
-    assert "=== FILE: helpers.py ===" in server.prompt_text(5)  # escalation shows every file in full
+    assert "The same failure came back after a fix" in server.prompt_text(6)
+    assert "=== FILE: helpers.py ===" in server.prompt_text(6)  # escalation shows every file in full
     report = (project / "runs/r1/report.md").read_text()
     assert "blocked" in report and "No module named 'prompt_templates'" in report
     assert len(fix_commits(project)) == 2

@@ -43,8 +43,9 @@ def machine(tmp_path: Path):
     return launch
 
 
-def test_without_a_gpu_it_runs_train_py_directly(machine):
-    assert machine(0) == ["rank= train.py --episodes 3"]
+def test_without_a_gpu_it_still_uses_accelerate_with_one_cpu_process(machine):
+    [line] = machine(0)
+    assert "-m accelerate.commands.launch --cpu --num_processes 1" in line and line.endswith("train.py --episodes 3")
 
 
 def test_one_node_gets_one_process_per_gpu(machine):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import git
 import pytest
-from conftest import GENERATION_STEPS, REFERENCE, file_answer, reference_replies, write_transcript
-from messages_api import sse, stream_events
+from conftest import GENERATION_STEPS, REFERENCE, file_answer, reference_replies, roles_reply, write_transcript
+from messages_api import answer
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
@@ -42,10 +42,10 @@ def test_run_writes_the_five_files_and_commits_each_attempt(project: Path, tmp_p
     assert repo.active_branch.name == "run/r1"
     messages = [c.message for c in repo.iter_commits("run/r1")][::-1]
     assert messages[0] == "workspace: init\n"
-    for node, message in zip(["setup", *GENERATION_STEPS], messages[1:]):
+    for node, message in zip(["setup", "map_roles", *GENERATION_STEPS], messages[1:]):
         assert message.startswith(f"{node} attempt 1:")
         assert f"Node: {node}\nAttempt: 1\nOutcome: " in message and "\nTokens: " in message
-    assert nodes_in_log(project) >= {"run", "setup", *GENERATION_STEPS, "finish"}
+    assert nodes_in_log(project) >= {"run", "setup", "map_roles", *GENERATION_STEPS, "finish"}
     assert (project / "runs/r1/events.jsonl").exists() and (project / "runs/r1/report.md").exists()
 
 
@@ -57,14 +57,14 @@ def test_attempt_records_point_at_their_commits(project: Path, tmp_path: Path):
         assert commit.message.startswith(f"{attempt['node']} attempt {attempt['attempt']}")
     events = [json.loads(line) for line in (project / "runs/r1/events.jsonl").read_text().splitlines()]
     logged = {e["extra"]["sha"] for e in events if e["action"] == "llm_generate"}
-    assert logged == {a["sha"] for a in outcome.state["attempts"] if a["node"] != "setup"}
+    assert logged == {a["sha"] for a in outcome.state["attempts"] if a["node"] not in ("setup", "map_roles")}
 
 
 def test_second_run_over_a_complete_workspace_spends_no_llm_call(project: Path, tmp_path: Path):
     start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
     outcome = start_run(project, llm=write_transcript(tmp_path / "empty.json", []), run_id="r2")
     assert outcome.status == "done"
-    assert outcome.state["skipped"] == list(GENERATION_STEPS)
+    assert outcome.state["skipped"] == ["map_roles", *GENERATION_STEPS]
     assert outcome.state.get("ledger", {}) == {}
     assert "skipped: helpers.py, helper_readme.md already exist and pass their checks (0 tokens)" in \
         (project / "claude.logs").read_text()
@@ -72,7 +72,7 @@ def test_second_run_over_a_complete_workspace_spends_no_llm_call(project: Path, 
 
 def test_a_malformed_answer_is_fed_back_once(project: Path, tmp_path: Path):
     replies = reference_replies()
-    replies.insert(1, {"tag": "generate_prompts", "text": "Sure! Here is the file you asked for.",
+    replies.insert(2, {"tag": "generate_prompts", "text": "Sure! Here is the file you asked for.",
                        "usage": {"input_tokens": 10, "output_tokens": 10}})
     outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", replies), run_id="r1")
     assert outcome.status == "done"
@@ -81,7 +81,7 @@ def test_a_malformed_answer_is_fed_back_once(project: Path, tmp_path: Path):
 
 def test_an_answer_malformed_twice_blocks_the_run_with_a_report(project: Path, tmp_path: Path):
     bad = {"tag": "generate_helpers", "text": "no files here", "usage": {"input_tokens": 1, "output_tokens": 1}}
-    outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", [bad, bad]), run_id="r1")
+    outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", [roles_reply(), bad, bad]), run_id="r1")
     assert outcome.status == "blocked"
     assert "malformed" in outcome.reason
     assert "blocked" in (project / "runs/r1/report.md").read_text()
@@ -90,19 +90,19 @@ def test_an_answer_malformed_twice_blocks_the_run_with_a_report(project: Path, t
 def test_budget_stops_at_a_node_boundary_and_resume_with_a_higher_cap_continues(project: Path, tmp_path: Path):
     first = write_transcript(tmp_path / "first.json", reference_replies()[:1])
     outcome = start_run(project, llm=first, run_id="r1", limits=Limits(max_cost_usd=0.001))
-    assert outcome.status == "budget" and "generate_prompts" in outcome.reason
-    assert not (project / "workspace/generated/prompt_template.py").exists()
-    # the rest of the transcript starts at generate_prompts: a redone generate_helpers would be out of step
+    assert outcome.status == "budget" and "generate_helpers" in outcome.reason
+    assert not (project / "workspace/generated/helpers.py").exists()
+    # the rest of the transcript starts at generate_helpers: a redone map_roles would be out of step
     rest = write_transcript(tmp_path / "rest.json", reference_replies()[1:])
     resumed = resume_run(project, "r1", max_cost_usd=10.0, llm=rest)
     assert resumed.status == "done"
-    assert resumed.state["ledger"]["generate_helpers"]["calls"] == 1
+    assert resumed.state["ledger"]["map_roles"]["calls"] == 1
 
 
 def test_resume_from_a_node_redoes_only_that_node_and_what_follows(project: Path, tmp_path: Path):
     start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
     (project / "workspace/generated/train.py").unlink()  # so the step does not skip
-    again = write_transcript(tmp_path / "again.json", reference_replies(("generate_train",)))
+    again = write_transcript(tmp_path / "again.json", reference_replies(("generate_train",))[1:])
     outcome = resume_run(project, "r1", from_node="generate_train", llm=again)
     assert outcome.status == "done"
     assert outcome.state["ledger"]["generate_train"]["calls"] == 2
@@ -134,11 +134,14 @@ def test_missing_api_key_says_how_to_set_it_and_writes_nothing(project: Path):
     assert not (project / "runs").exists()
 
 
-def _answer_stream(request: Request) -> str:
-    tag = json.loads(request.data)["messages"][0]["content"][-1]["text"].split(":", 1)[0]
+def _answer(request: Request) -> Response:
+    body = json.loads(request.data)
+    tag = body["messages"][0]["content"][-1]["text"].split(":", 1)[0]
+    if tag == "Before any code is written":
+        return answer(body, roles_reply()["text"])
     step = {"Step 1": "generate_helpers", "Step 2": "generate_prompts", "Step 3": "generate_train",
             "Step 4": "generate_launch"}[tag]
-    return sse(*stream_events([file_answer(*GENERATION_STEPS[step])]))
+    return answer(body, file_answer(*GENERATION_STEPS[step]))
 
 
 def test_resume_after_the_process_is_killed_mid_run(project: Path, httpserver: HTTPServer):
@@ -147,12 +150,12 @@ def test_resume_after_the_process_is_killed_mid_run(project: Path, httpserver: H
     child: dict[str, subprocess.Popen] = {}
 
     def handler(request: Request) -> Response:
-        body = _answer_stream(request)
-        requests.append(body)
-        if len(requests) == 3:
+        response = _answer(request)
+        requests.append(request.data)
+        if len(requests) == 4:
             child["proc"].send_signal(signal.SIGKILL)
             child["proc"].wait()
-        return Response(body, content_type="text/event-stream")
+        return response
 
     httpserver.expect_request("/v1/messages", method="POST").respond_with_handler(handler)
     env = {**os.environ, "ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": httpserver.url_for("")}
@@ -165,7 +168,7 @@ def test_resume_after_the_process_is_killed_mid_run(project: Path, httpserver: H
     resumed = subprocess.run([sys.executable, "-m", "orchestrator", "resume", "r1", "--project-root", str(project)],
                              env=env, capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert len(requests) == 5  # helpers, prompts, train (killed), then train again and launch
+    assert len(requests) == 6  # roles, helpers, prompts, train (killed), then train again and launch
     history = subprocess.run([sys.executable, "-m", "orchestrator", "history", "r1", "--project-root", str(project)],
                              capture_output=True, text=True).stdout
     assert history.count("generate_helpers") == 1 and history.count("generate_train") == 1
@@ -174,7 +177,7 @@ def test_resume_after_the_process_is_killed_mid_run(project: Path, httpserver: H
 def test_graph_shape_is_stable():
     mermaid = build_graph().get_graph().draw_mermaid()
     edges = sorted(line.strip().rstrip(";") for line in mermaid.splitlines() if "->" in line)
-    chain = ["setup", "generate_helpers", "generate_prompts", "generate_train", "generate_launch", "rules",
+    chain = ["setup", "map_roles", "generate_helpers", "generate_prompts", "generate_train", "generate_launch", "rules",
              "import_check", "runtime_check", "formal_train", "review"]
     expected = ["__start__ --> setup", "finish --> __end__", "review --> finish", "fix -.-> rules", "fix -.-> finish",
                 "formal_train -.-> formal_train"]

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from safetensors import safe_open
 
+from orchestrator.demo import example, recorded_roles
 from orchestrator.probe import GPU
+from orchestrator.roles import validate_roles
 from orchestrator.sizing import GIB, ModelShape, check_proposal, estimate_memory, shape_from_config, shape_of
 from orchestrator.tiny_model import qwen3_config_for
 from source_of_truth.grpo_config import GRPOConfig
@@ -20,8 +22,16 @@ BASE = GRPOConfig().to_dict()
 KNOWN = {f.name for f in dataclasses.fields(GRPOConfig)}
 
 
+ROLES = validate_roles(recorded_roles(example("cleanup")), BASE, cli_possible=True)
+
+
 def config(**changes) -> dict:
     return {**BASE, **changes}
+
+
+def values(**changes) -> dict:
+    """The Cleanup config's values by role, as estimate_memory reads them."""
+    return ROLES.read(config(**changes))
 
 
 def gb(gib: float) -> float:
@@ -30,7 +40,7 @@ def gb(gib: float) -> float:
 
 def test_anchor_4b_with_reference_and_checkpointing_matches_the_h100_measurement() -> None:
     # measured: 49 GB peak for micro-batch 8 x 728 tokens on one H100
-    estimate = estimate_memory(shape_of(QWEN3_4B), config(micro_batch_size=8, beta=0.04, bf16=True,
+    estimate = estimate_memory(shape_of(QWEN3_4B), values(micro_batch_size=8, beta=0.04, bf16=True,
                                                           gradient_checkpointing=True), [H100], seq_len=728)
     assert 35 <= gb(estimate.total_gib) <= 65
     assert estimate.fits and estimate.per_gpu_gib == estimate.total_gib
@@ -42,7 +52,7 @@ def test_anchor_4b_with_reference_and_checkpointing_matches_the_h100_measurement
 
 
 def test_large_micro_batch_without_checkpointing_does_not_fit_one_80gb_gpu() -> None:
-    estimate = estimate_memory(shape_of(QWEN3_4B), config(micro_batch_size=64, gradient_checkpointing=False),
+    estimate = estimate_memory(shape_of(QWEN3_4B), values(micro_batch_size=64, gradient_checkpointing=False),
                                [H100], seq_len=4096)
     assert not estimate.fits
     assert estimate.per_gpu_gib > estimate.available_gib == pytest.approx(0.9 * 81559 / 1024)
@@ -51,21 +61,28 @@ def test_large_micro_batch_without_checkpointing_does_not_fit_one_80gb_gpu() -> 
 
 def test_beta_zero_drops_the_reference_model() -> None:
     shape = shape_of(QWEN3_4B)
-    with_ref = estimate_memory(shape, config(beta=0.04), [H100])
-    without = estimate_memory(shape, config(beta=0.0), [H100])
+    with_ref = estimate_memory(shape, values(beta=0.04), [H100])
+    without = estimate_memory(shape, values(beta=0.0), [H100])
     assert without.reference_gib == 0
     assert with_ref.total_gib - without.total_gib == pytest.approx(with_ref.weights_gib)
     assert "no reference model" in without.explanation
 
 
 def test_default_sequence_length_is_prompt_budget_plus_generation_caps() -> None:
-    estimate = estimate_memory(shape_of(QWEN3_4B), config(max_thinking_tokens=256, max_action_tokens=48), [H100])
-    assert "seq 1328" in estimate.explanation
+    estimate = estimate_memory(shape_of(QWEN3_4B), values(max_thinking_tokens=256, max_action_tokens=48), [H100])
+    assert "seq 1328" in estimate.explanation and "assumed" not in estimate.explanation
+
+
+def test_roles_the_config_lacks_are_assumed_and_said() -> None:
+    estimate = estimate_memory(shape_of(QWEN3_4B), {"micro_batch": 4}, [H100])
+    assert "seq 2048" in estimate.explanation  # 1024 prompt + 512 + 512 assumed
+    assert "assumed      the config has no field for precision (taken as True), thinking_cap (taken as 512)" in \
+        estimate.explanation
 
 
 def test_data_parallel_keeps_a_full_copy_on_the_smallest_gpu() -> None:
     gpus = [H100, GPU(1, "NVIDIA A100-SXM4-40GB", 40960)]
-    estimate = estimate_memory(shape_of(QWEN3_4B), BASE, gpus, seq_len=728)
+    estimate = estimate_memory(shape_of(QWEN3_4B), values(), gpus, seq_len=728)
     assert estimate.per_gpu_gib == estimate.total_gib
     assert estimate.available_gib == pytest.approx(0.9 * 40)
     assert not estimate.fits
@@ -74,7 +91,7 @@ def test_data_parallel_keeps_a_full_copy_on_the_smallest_gpu() -> None:
 
 def test_no_gpu_runs_the_tiny_model_in_fp32_against_system_ram(tiny_model_dir: Path) -> None:
     shape = shape_of(str(tiny_model_dir))
-    estimate = estimate_memory(shape, config(bf16=True), [], system_ram_gib=16.0)
+    estimate = estimate_memory(shape, values(bf16=True), [], system_ram_gib=16.0)
     assert estimate.fits
     assert estimate.weights_gib == pytest.approx(shape.num_params * 4 / GIB)  # fp32 on CPU, whatever bf16 says
     assert estimate.available_gib == pytest.approx(0.9 * 16.0)

@@ -208,7 +208,8 @@ def test_make_job_runs_the_launch_script_with_this_python(tmp_path: Path) -> Non
     launch.write_text('#!/usr/bin/env bash\nset -euo pipefail\ncd "$(dirname "$0")"\n'
                       'exec "${PYTHON:-python}" child.py "$@"\n')
 
-    job = make_job(launch, ["--log_dir", "logs"], use_slurm=False, poll_s=POLL_S)
+    job = make_job(launch, ["--log_dir", "logs"], use_slurm=False, log_path=tmp_path / "logs" / "train.logs",
+                   poll_s=POLL_S)
     assert isinstance(job, TrainingJob)
     assert job.command[:2] == ["bash", str(launch.resolve())] and job.env["PYTHON"]
     assert job.log_path == tmp_path.resolve() / "logs" / "train.logs"
