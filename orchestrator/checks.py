@@ -18,7 +18,7 @@ from pathlib import Path
 
 from orchestrator.config_file import accepted_values, load_config_class
 from orchestrator.execution import ExecutionResult, execute, last_traceback, strip_progress_bars, tail
-from orchestrator.guards import GENERATED_FILES, check_folder, errors
+from orchestrator.rules import GENERATED_FILES, check_folder, errors
 from orchestrator.monitor import parse_log
 from orchestrator.roles import ConfigRoles, deliver
 

@@ -183,7 +183,7 @@ def check(
 ) -> None:
     """Every guard and the import check over a folder, no LLM: exit 0 only when all pass."""
     from orchestrator.checks import run_import_check
-    from orchestrator.guards import check_folder, errors
+    from orchestrator.rules import check_folder, errors
 
     try:
         check_source_of_truth(source_of_truth)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.guards import CONFIG_CLASS
+from orchestrator.rules import CONFIG_CLASS
 
 
 def load_config_class(path: Path) -> type:

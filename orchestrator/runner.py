@@ -22,7 +22,7 @@ from orchestrator.actionlog import ActionLog, Event
 from orchestrator.checks import RuntimeCheckSpec
 from orchestrator.formal import FormalSpec
 from orchestrator.graph import NODES, build_graph
-from orchestrator.guards import CONFIG_CLASS, check_syntax, config_fields
+from orchestrator.rules import CONFIG_CLASS, check_syntax, config_fields
 from orchestrator.limits import RunStopped
 from orchestrator.llm import LLMError, make_llm
 from orchestrator.state import SOURCE_FILES, Limits, RunContext, RunState, spent

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.demo import example
-from orchestrator.guards import errors, check_folder
+from orchestrator.rules import errors, check_folder
 from orchestrator.template import marker_kind, read_sections, read_template
 
 EXAMPLES = ["cleanup", "staghunt"]

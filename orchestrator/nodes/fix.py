@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from orchestrator.actionlog import Event
 from orchestrator.asking import ask
 from orchestrator.edits import EDIT_FORMAT, apply_edits, check_protected, parse_edits
-from orchestrator.guards import GENERATED_FILES, PROTECTED_FILES, check_config
+from orchestrator.rules import GENERATED_FILES, PROTECTED_FILES, check_config
 from orchestrator.limits import ensure_budget
 from orchestrator.prompts import file_blocks, render
 from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count

@@ -15,7 +15,7 @@ from orchestrator.actionlog import Event
 from orchestrator.asking import ask
 from orchestrator.checks import LOG_NAME
 from orchestrator.edits import WHOLE_FILE_FORMAT, parse_files
-from orchestrator.guards import check_folder, errors
+from orchestrator.rules import check_folder, errors
 from orchestrator.limits import ensure_budget
 from orchestrator.probe import ProbeResult, probe
 from orchestrator.prompts import file_blocks, render

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SOURCE_OF_TRUTH
-from orchestrator.guards import (
+from orchestrator.rules.static import (
     Violation,
     check_all,
     check_folder,
