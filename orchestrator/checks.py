@@ -19,11 +19,14 @@ from pathlib import Path
 from orchestrator.config_file import accepted_values, load_config_class
 from orchestrator.execution import ExecutionResult, execute, last_traceback, strip_progress_bars, tail
 from orchestrator.rules import GENERATED_FILES, check_folder, errors
+from orchestrator.rules.dynamic import probe_folder
 from orchestrator.monitor import parse_log
 from orchestrator.roles import ConfigRoles, deliver
 
 EVIDENCE_CHARS = 6000
 IMPORTED_MODULES = ("helpers", "prompt_template", "train")
+GENERATED_PY = ["helpers.py", "prompt_template.py", "train.py"]
+EDITABLE_FILES = (*GENERATED_FILES, "grpo_config.py")
 
 # first match wins; each pattern is searched in the traceback / stderr tail
 FAILURE_CLASSES = (
@@ -128,14 +131,28 @@ def run_guards(folder: Path, source_of_truth: Path) -> CheckResult:
 
 
 def run_import_check(folder: Path, timeout_s: float = 300.0) -> CheckResult:
-    seconds = 0.0
-    for module in IMPORTED_MODULES:
-        result = execute([sys.executable, "-c", f"import {module}"], folder, timeout_s=timeout_s)
-        seconds += result.seconds
-        if not result.ok:
-            failed = _failure("import_check", result, folder, f"`import {module}`")
-            return replace(failed, files=failed.files or [f"{module}.py"], seconds=seconds)
-    return CheckResult("import_check", True, summary=f"imported {', '.join(IMPORTED_MODULES)}", seconds=seconds)
+    """Phase 1 and the contract on a real game: one fresh interpreter imports helpers, prompt_template and
+    train (the first that fails is the evidence), then runs the dynamic rules (rules/contract_probe.py)."""
+    answer = probe_folder(folder, timeout_s)
+    result = answer.result
+    if result.timed_out:
+        return _failure("import_check", result, folder, "the import check")
+    if answer.import_failed:
+        module = answer.import_failed
+        failed = _failure("import_check", replace(result, stderr=answer.traceback, returncode=1), folder,
+                          f"`import {module}`")
+        return replace(failed, files=failed.files or [f"{module}.py"])
+    if answer.violations:
+        # a patched protected module is changed from the generated files: those are what to show
+        files = list(dict.fromkeys(f for v in answer.violations
+                                   for f in ([v.file] if v.file in EDITABLE_FILES else GENERATED_PY)))
+        evidence = "\n".join(str(v) for v in answer.violations)
+        return CheckResult("import_check", False, "contract",
+                           f"{len(answer.violations)} contract violation(s) on a real game; first: {answer.violations[0]}",
+                           tail(evidence, EVIDENCE_CHARS), files, result.seconds)
+    note = f" ({answer.note})" if answer.note else ""
+    return CheckResult("import_check", True, summary=f"imported {', '.join(IMPORTED_MODULES)}; the contract holds on "
+                                                     f"a real game{note}", seconds=result.seconds)
 
 
 @dataclass(frozen=True)

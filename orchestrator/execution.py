@@ -71,17 +71,30 @@ def run_command(cmd: list[str], *, cwd: Path | None = None, timeout_s: float = 1
 
 
 def stop_process_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
-    """SIGTERM the child's whole group, then SIGKILL what is left after `grace_s`."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
+    """SIGTERM the child's whole group, SIGKILL what is left after `grace_s`, and return only once no
+    process of the group is left (a signalled process is not gone yet: it still has to be scheduled)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
-            return
+            break
+        if _group_gone(proc, grace_s):
+            break
+    proc.wait()
+
+
+def _group_gone(proc: subprocess.Popen, within_s: float) -> bool:
+    """Poll (reaping the leader) until the process group has no member, for at most `within_s`."""
+    deadline = time.monotonic() + within_s
+    while True:
+        proc.poll()
         try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 def _read(fh) -> str:
