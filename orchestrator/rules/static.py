@@ -48,9 +48,14 @@ import difflib
 import re
 import textwrap
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
+from orchestrator.rules.integrity import (bound_names, check_config_reads, check_dispatch_uses_helpers,
+                                          check_generic_rebinding, check_helper_references, check_menu_mutation,
+                                          check_protected_patches, check_shadowing, check_shadowing_files,
+                                          config_members)
+from orchestrator.rules.launch import check_launch
+from orchestrator.rules.violation import Violation, errors
 from orchestrator.template import (CUSTOMIZE, GENERIC, Section, TemplateError, outside_lines, read_sections,
                                    read_template, split_lines)
 
@@ -69,24 +74,6 @@ _MESSAGES_ANNOTATIONS = {"list", "list[dict]", "list[dict[str,str]]", "list[dict
 DIFF_LINES = 40  # lines of a unified diff shown in one violation
 
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
-
-
-@dataclass(frozen=True)
-class Violation:
-    rule: str
-    file: str
-    line: int | None
-    message: str  # what is wrong and what to do about it
-    severity: str = "error"  # "warning": reported, never a failure
-
-    def __str__(self) -> str:
-        where = self.file if self.line is None else f"{self.file}:{self.line}"
-        prefix = "warning " if self.severity == "warning" else ""
-        return f"{prefix}{self.rule} {where}: {self.message}"
-
-
-def errors(violations: Iterable[Violation]) -> list[Violation]:
-    return [v for v in violations if v.severity != "warning"]
 
 
 # ---------------------------------------------------------------- protected files and config
@@ -279,7 +266,8 @@ def check_prompt_template(text: str, helpers_text: str) -> list[Violation]:
         return syntax
     tree = ast.parse(text)
     functions = _functions(tree)
-    violations = _check_offered_actions(tree, _action_helpers(_functions(ast.parse(helpers_text))))
+    helpers = _action_helpers(_functions(ast.parse(helpers_text)))
+    violations = _check_offered_actions(tree, helpers) + check_menu_mutation(tree, action_menus(tree, helpers))
     for name, params in PROMPT_BUILDERS.items():
         builder = functions.get(name)
         if builder is None:
@@ -299,7 +287,7 @@ _PLACEHOLDERS = {"name", "action", "action_name", "helper", "helper_name", "func
                  "tool", "tool_name", "your_action", "some_action"}
 
 
-def offered_actions(tree: ast.Module, helpers: set[str]) -> list[tuple[str, int]]:
+def offered_actions(tree: ast.AST, helpers: set[str]) -> list[tuple[str, int]]:
     """(name, line) of each action name the prompts offer the model.
 
     Two sources: the "action" value of any JSON-like example in a string (placeholders such as
@@ -318,6 +306,16 @@ def offered_actions(tree: ast.Module, helpers: set[str]) -> list[tuple[str, int]
             if 2 * sum(name in helpers for name, _ in names) > len(names):
                 found += names
     return found
+
+
+def action_menus(tree: ast.Module, helpers: set[str]) -> set[str]:
+    """Module-level names first bound to a literal menu of action names."""
+    menus = set()
+    for node in tree.body:
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        if isinstance(value, (ast.List, ast.Tuple, ast.Set, ast.Dict)) and offered_actions(value, helpers):
+            menus |= bound_names(node)
+    return menus
 
 
 def _check_offered_actions(tree: ast.Module, helpers: set[str]) -> list[Violation]:
@@ -402,12 +400,10 @@ def check_helpers(text: str) -> list[Violation]:
         violations += _check_observation_signature(observe)
     public = {name for name in functions if not name.startswith("_")}
     for name, function in functions.items():
-        if name == OBSERVATION_HELPER:
-            continue
-        if name in public:
+        if name in public and name != OBSERVATION_HELPER:
             violations += _check_helper_signature(function)
         violations += _check_helper_calls(function, public - {name})
-    return violations
+    return violations + check_helper_references(ast.parse(text), public)
 
 
 def _functions(tree: ast.Module) -> dict[str, _Function]:
@@ -479,7 +475,7 @@ def check_syntax(name: str, text: str) -> list[Violation]:
 
 
 # the folder files each file's rules read (a file's own rules read at least the file itself)
-_RULE_INPUTS = {"prompt_template.py": ("prompt_template.py", "helpers.py")}
+_RULE_INPUTS = {"prompt_template.py": ("prompt_template.py", "helpers.py"), "train.py": ("train.py", "helpers.py")}
 
 
 def check_all(files: dict[str, str | None], sources: dict[str, str],
@@ -513,19 +509,34 @@ def check_all(files: dict[str, str | None], sources: dict[str, str],
         "grpo_config.py": lambda: check_config(present["grpo_config.py"], sources["grpo_config.py"]),
         "helpers.py": lambda: check_helpers(present["helpers.py"]),
         "prompt_template.py": lambda: check_prompt_template(present["prompt_template.py"], present["helpers.py"]),
-        "train.py": lambda: check_train(present["train.py"], sources["grpo_template.py"]),
+        "train.py": lambda: check_train(present["train.py"], sources["grpo_template.py"]) + check_train_integrity(
+            present["train.py"], sources["grpo_template.py"], present["helpers.py"], sources["grpo_config.py"]),
+        "launch_training.sh": lambda: check_launch(present["launch_training.sh"]),
     }
     for name, rule in rules.items():
         if name in selected and all(n in usable for n in _RULE_INPUTS.get(name, (name,))):
             violations += rule()
+    for name in set(GENERATED_FILES) & selected & usable:
+        if name.endswith(".py"):
+            tree = ast.parse(present[name])
+            violations += check_protected_patches(name, tree) + check_shadowing(name, tree)
     return violations
+
+
+def check_train_integrity(text: str, template_text: str, helpers_text: str, config_text: str) -> list[Violation]:
+    """train.py keeps the GENERIC objects as they are, dispatches through the helpers, reads real config fields."""
+    tree = ast.parse(text)
+    fields, members = config_members(config_text)
+    return (check_generic_rebinding(text, template_text)
+            + check_dispatch_uses_helpers(tree, _action_helpers(_functions(ast.parse(helpers_text))))
+            + check_config_reads(tree, fields, members))
 
 
 def check_folder(folder: Path, source_of_truth: Path, only: Iterable[str] | None = None) -> list[Violation]:
     """check_all over the files of `folder` against `source_of_truth`; the only function that reads disk."""
     files = {name: read_text(folder / name) if (folder / name).is_file() else None for name in FOLDER_FILES}
     sources = {name: read_text(source_of_truth / name) for name in SOURCE_FILES}
-    return check_all(files, sources, only=only)
+    return check_all(files, sources, only=only) + check_shadowing_files(folder)
 
 
 def read_text(path: Path) -> str:
