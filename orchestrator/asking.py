@@ -20,6 +20,7 @@ class Answer(Generic[T]):
     cost_usd: float = 0.0
     calls: int = 0
     request_ids: list[str] = field(default_factory=list)
+    last_text: str = ""  # the last reply, parsed or not
 
     def ledger_row(self) -> dict[str, float]:
         u = self.usage
@@ -38,6 +39,7 @@ def ask(llm: LLM, messages: list[Message], parse: Callable[[str], T], *, system:
         answer.usage += reply.usage
         answer.cost_usd += reply.cost_usd
         answer.calls += 1
+        answer.last_text = reply.text
         if reply.request_id:
             answer.request_ids.append(reply.request_id)
         try:

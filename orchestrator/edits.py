@@ -33,8 +33,9 @@ Edit (fix), parsed by ``parse_edits``::
 - A ``FILE:`` line sets the path for every block after it, until the next
   ``FILE:`` line; an answer may edit several files with several blocks each.
 - Blocks may be wrapped in a code fence; fence lines outside blocks are ignored.
-- An empty SEARCH section creates the file with the REPLACE text, or appends
-  the REPLACE text to an existing file.
+- An empty SEARCH section creates a missing (or empty) file with the REPLACE
+  text; on a file with content it is refused by ``apply_edits``: that would be a
+  regeneration, which the brief does not allow during debugging.
 
 Applying an edit (``apply_edit``) looks for the SEARCH lines as whole lines of
 the file, trying in order, and stopping at the first rule that matches at all:
@@ -84,8 +85,8 @@ FILE: path/to/file.py
 A FILE: line applies to every block after it until the next FILE: line. The \
 SEARCH section must match exactly one place in the file, character for \
 character, including indentation and comments; include a few unchanged lines \
-around the change to make it unique. An empty SEARCH section creates the file \
-(or appends to it)."""
+around the change to make it unique. An empty SEARCH section only creates a \
+file that does not exist yet; never send a whole existing file again."""
 
 _FILE_LINE = re.compile(r"^[\s#*]*FILE:[\s*]*(.*?)\s*$")
 _FENCE_OPEN = re.compile(r"^\s*(`{3,})[^`]*$")
@@ -180,30 +181,50 @@ def parse_files(text: str) -> list[FileBlock]:
 
 
 def parse_edits(text: str) -> list[Edit]:
-    """Return the SEARCH/REPLACE blocks of an answer, in order."""
+    """Return the SEARCH/REPLACE blocks of an answer, in order; EditFormatError naming every format error
+    of the answer at once (after a broken block, reading resumes past its `>>>>>>> REPLACE`)."""
     lines = _normalise(text).split("\n")
     edits: list[Edit] = []
+    problems: list[str] = []
     path: str | None = None
     i = 0
     while i < len(lines):
         line, lineno = lines[i], i + 1
         marker = line.strip()
-        file_line = _FILE_LINE.match(line)
-        if file_line:
-            path = _clean_path(file_line.group(1), lineno, EDIT_FORMAT)
-        elif _SEARCH.match(marker):
-            if path is None:
-                _edits_error(lineno, "this SEARCH block has no `FILE: path` line before it.")
-            edit, i = _parse_block(lines, i, path)
-            edits.append(edit)
-        elif _DIVIDER.match(marker) or _REPLACE.match(marker):
-            _edits_error(lineno, f"`{marker}` appears outside a SEARCH/REPLACE block.")
+        try:
+            file_line = _FILE_LINE.match(line)
+            if file_line:
+                path = _clean_path(file_line.group(1), lineno, EDIT_FORMAT)
+            elif _SEARCH.match(marker):
+                if path is None:
+                    _edits_error(lineno, "this SEARCH block has no `FILE: path` line before it.")
+                edit, i = _parse_block(lines, i, path)
+                edits.append(edit)
+            elif _DIVIDER.match(marker) or _REPLACE.match(marker):
+                _edits_error(lineno, f"`{marker}` appears outside a SEARCH/REPLACE block.")
+        except EditFormatError as error:
+            problems.append(str(error).split("\n\n", 1)[0])
+            i = _past_block(lines, i)
         i += 1
+    if problems:
+        listed = "\n".join(f"- {p}" for p in problems)
+        raise EditFormatError(f"{len(problems)} format error(s) in the answer:\n{listed}\n\n"
+                              + _format_reminder(EDIT_FORMAT))
     if not edits:
         raise EditFormatError(
             "No SEARCH/REPLACE block was found in the answer.\n\n" + _format_reminder(EDIT_FORMAT)
         )
     return edits
+
+
+def _past_block(lines: list[str], start: int) -> int:
+    """The index of the `>>>>>>> REPLACE` that ends the block at `start` (before any next SEARCH)."""
+    for i in range(start + 1, len(lines)):
+        if _REPLACE.match(lines[i].strip()):
+            return i
+        if _SEARCH.match(lines[i].strip()):
+            return i - 1
+    return len(lines)
 
 
 def _parse_block(lines: list[str], start: int, path: str) -> tuple[Edit, int]:
@@ -445,6 +466,10 @@ def apply_edits(edits: list[Edit], contents: dict[str, str | None]) -> EditResul
     for number, edit in enumerate(edits, 1):
         text = current.get(edit.path, contents.get(edit.path))
         match_lines: list[int] = []
+        if not edit.search.strip() and text is not None and text.strip():
+            failed.append(edit)
+            problems.append(_regeneration_message(edit, text))
+            continue
         if text is None:
             new = _normalise(edit.replace) if not edit.search.strip() else None
         else:
@@ -492,6 +517,12 @@ def _ambiguous_message(edit: Edit, match_lines: list[int]) -> str:
         "Add unchanged lines around the change to both the SEARCH and the REPLACE "
         "sections so that the SEARCH section matches exactly one place.\n"
     )
+
+
+def _regeneration_message(edit: Edit, content: str) -> str:
+    return (f"The SEARCH block for {edit.path} is empty, but {edit.path} already has "
+            f"{len(content.splitlines())} lines: an empty SEARCH appends, and sending the whole file again would "
+            f"regenerate it, which is not allowed. Quote in SEARCH the exact lines to change and send only those.")
 
 
 def _missing_file_message(edit: Edit) -> str:

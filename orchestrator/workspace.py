@@ -166,11 +166,14 @@ class Workspace:
         shutil.copy(src, target)
 
     def commit(
-        self, paths: list[str], *, node: str, attempt: int, outcome: str, tokens: int, body: str = ""
+        self, paths: list[str], *, node: str, attempt: int, outcome: str, tokens: int, body: str = "",
+        allow_empty: bool = False
     ) -> str | None:
         """Stage ``paths`` (added, modified or deleted) and commit them as one attempt.
 
-        Returns the new commit's sha, or None when the paths hold no change.
+        Returns the new commit's sha, or None when the paths hold no change; with ``allow_empty`` an
+        attempt that changed nothing (an unusable or no-op edit) is still committed, so that the
+        history is every attempt.
         """
         node, outcome = _single_line(node), _single_line(outcome)
         trailers = f"Node: {node}\nAttempt: {attempt}\nOutcome: {outcome}\nTokens: {tokens}\n"
@@ -178,14 +181,15 @@ class Workspace:
         message = "\n\n".join(p for p in paragraphs if p.strip())
         for rel in paths:
             self.path(rel)
-        if not paths:
+        if not paths and not allow_empty:
             return None
         with _git_errors(f"cannot commit {node} attempt {attempt}"):
-            self.repo.git.add("--all", "--", *paths)
-            if not self.repo.is_dirty(index=True, working_tree=False, untracked_files=False):
+            if paths:
+                self.repo.git.add("--all", "--", *paths)
+            if not self.repo.is_dirty(index=True, working_tree=False, untracked_files=False) and not allow_empty:
                 return None
             # verbatim: keep the message byte for byte (no whitespace or comment cleanup).
-            self.repo.git.commit("--cleanup=verbatim", "--no-gpg-sign", "-m", message)
+            self.repo.git.commit("--cleanup=verbatim", "--no-gpg-sign", "--allow-empty", "-m", message)
             return self.repo.head.commit.hexsha
 
     def history(self, branch: str | None = None) -> list[Attempt]:

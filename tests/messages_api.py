@@ -78,3 +78,30 @@ class ScriptedServer:
             content = message["content"]
             parts += [content] if isinstance(content, str) else [b.get("text", "") for b in content]
         return "\n".join(parts)
+
+
+class PromptDrivenServer:
+    """A model that answers only from what a request shows it: `respond(prompt_text, request_body)`
+    returns the reply text; every request is recorded."""
+
+    def __init__(self, httpserver, respond) -> None:
+        self.requests: list[dict] = []
+
+        def handler(request):
+            body = json.loads(request.data)
+            self.requests.append(body)
+            return answer(body, respond(request_text(body), body))
+
+        httpserver.expect_request("/v1/messages", method="POST").respond_with_handler(handler)
+        self.url = httpserver.url_for("")
+
+
+def request_text(body: dict) -> str:
+    """Everything a request sent as text: system prompt, cached file blocks, messages."""
+    parts = []
+    system = body.get("system") or []
+    parts += [system] if isinstance(system, str) else [b.get("text", "") for b in system]
+    for message in body["messages"]:
+        content = message["content"]
+        parts += [content] if isinstance(content, str) else [b.get("text", "") for b in content]
+    return "\n".join(parts)

@@ -240,3 +240,23 @@ def test_check_protected_catches_protected_names_however_written():
 
 def test_check_protected_lets_other_files_through():
     assert check_protected(["helpers.py"], ["env_move.py", "grpo_template.py"]) == []
+
+
+def test_an_empty_search_on_a_file_with_content_is_refused_as_a_regeneration():
+    whole = "import os\n\nx = 1\n"
+    result = apply_edits([Edit("train.py", "", whole + whole)], {"train.py": whole})
+    assert result.new_contents == {} and "would regenerate it, which is not allowed" in result.error
+    created = apply_edits([Edit("notes.md", "", "hello\n")], {})
+    assert created.error is None and created.new_contents == {"notes.md": "hello\n"}
+
+
+def test_every_format_error_of_an_answer_is_named_at_once():
+    answer = ("FILE: train.py\n<<<<<<< SEARCH\nx = 1\n>>>>>>> REPLACE\n\n"
+              "FILE: helpers.py\n<<<<<<< SEARCH\ny = 1\n=======\ny = 2\n>>>>>>> REPLACE\n"
+              "=======\n")
+    with pytest.raises(EditFormatError) as error:
+        parse_edits(answer)
+    message = str(error.value)
+    assert message.startswith("2 format error(s) in the answer:")
+    assert "Line 4: `>>>>>>> REPLACE` comes before the `=======` line of the SEARCH block opened at line 2." in message
+    assert "Line 12: `=======` appears outside a SEARCH/REPLACE block." in message

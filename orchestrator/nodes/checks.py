@@ -38,7 +38,21 @@ def record_check(state: RunState, ctx: RunContext, result: CheckResult) -> dict:
     if used >= ctx.limits.max_attempts_per_check:
         update |= {"status": "blocked",
                    "exit_reason": f"{result.check} still failing after {used} fix attempts: {result.summary}"}
+    elif stubborn(state, result.check, result.fingerprint):
+        update |= {"status": "blocked",
+                   "exit_reason": f"{result.check}: the same failure survived {STUBBORN_ESCALATIONS} escalated fixes "
+                                  f"(every file shown, what was tried listed); stopping early: {result.summary}"}
     return update
+
+
+STUBBORN_ESCALATIONS = 2  # escalated fixes that left the very same failure: more would only cost tokens
+
+
+def stubborn(state: RunState, check: str, fingerprint: str) -> bool:
+    """The failure with this fingerprint came back after STUBBORN_ESCALATIONS escalated fixes."""
+    same = [a for a in state.get("attempts") or [] if a["node"] == "fix" and a.get("check") == check
+            and a.get("escalated") and a.get("fingerprint") == fingerprint]
+    return len(same) >= STUBBORN_ESCALATIONS
 
 
 def rules(state: RunState, runtime: Runtime[RunContext]) -> dict:

@@ -22,6 +22,19 @@ from orchestrator.prompts import file_blocks, render
 from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
 
 EDITABLE = (*GENERATED_FILES, "grpo_config.py")
+EDIT_CHARS = 1500  # of an earlier edit, shown again under "already tried"
+REFUSAL_CHARS = 800
+
+
+def abridge(text: str, limit: int) -> str:
+    """`text` within `limit` characters: its start and its end, the middle cut at line boundaries."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    head, tail_ = text[: limit // 2], text[-limit // 2:]
+    head = head[: head.rfind("\n")] if "\n" in head else head
+    tail_ = tail_[tail_.find("\n") + 1:] if "\n" in tail_ else tail_
+    return f"{head}\n... ({len(text) - len(head) - len(tail_)} characters cut) ...\n{tail_}"
 
 
 def previous_fixes(state: RunState, check: str) -> list[dict]:
@@ -68,14 +81,18 @@ def fix(state: RunState, runtime: Runtime[RunContext]) -> dict:
     current = {name: ctx.workspace.read(f"{GENERATED_DIR}/{name}") for name in EDITABLE}
     shown = [n for n in EDITABLE if current[n] is not None] if escalated else \
         [n for n in dict.fromkeys([*evidence.get("files", []), "train.py"]) if current.get(n) is not None]
+    # a protected file the evidence names is shown too, marked read-only, so the model can restore from it
+    read_only = [n for n in PROTECTED_FILES if n in evidence["text"] or n in evidence.get("files", [])]
+    blocks = {n: current[n] or "" for n in shown}
+    blocks |= {f"{n} (read-only: never edit)": (ctx.source_of_truth / n).read_text() for n in read_only}
     prompt = render("fix", ctx.prompts_dir, check=evidence["check"], kind=evidence.get("kind", ""),
                     summary=evidence["summary"], evidence=evidence["text"], tried=tried, escalated=escalated,
-                    editable=list(EDITABLE), edit_format=EDIT_FORMAT)
+                    read_only=read_only, editable=list(EDITABLE), edit_format=EDIT_FORMAT)
     ctx.on_event(f"fix: asking for an edit ({evidence['check']}: {evidence['summary'][:120]})"
                  + (" [escalated]" if escalated else ""))
     answer = ask(ctx.llm, [{"role": "user", "content": prompt}], make_parser(ctx, current),
                  system=render("system", ctx.prompts_dir), tag="fix",
-                 cache_prefix=file_blocks({n: current[n] or "" for n in shown}),
+                 cache_prefix=file_blocks(blocks),
                  max_tokens=32000 if escalated else 16000)
     row = answer.ledger_row()
     tokens = int(row["tokens"])
@@ -84,16 +101,19 @@ def fix(state: RunState, runtime: Runtime[RunContext]) -> dict:
               "fingerprint": evidence["fingerprint"],
               "summary": evidence["summary"], "tokens": tokens, "cost_usd": answer.cost_usd, "escalated": escalated}
     if answer.parsed is None:
-        outcome, sha, changed = f"unusable edit: {answer.error.splitlines()[0][:200]}", None, False
+        outcome, changed_files = f"unusable edit: {answer.error.splitlines()[0][:200]}", []
+        record |= {"refusal": abridge(answer.error, REFUSAL_CHARS)}
     else:
         changed_files = [n for n, text in answer.parsed.items() if text != current.get(n)]
         for name in changed_files:
             ctx.workspace.write(f"{GENERATED_DIR}/{name}", answer.parsed[name])
-        changed = bool(changed_files)
-        outcome = f"edited {', '.join(changed_files)}" if changed else "edit changed nothing"
-        sha = ctx.workspace.commit([f"{GENERATED_DIR}/{n}" for n in changed_files], node="fix", attempt=attempt,
-                                   outcome=f"{evidence['check']} {outcome}", tokens=tokens,
-                                   body=f"Evidence: {evidence['summary']}") if changed else None
+        outcome = f"edited {', '.join(changed_files)}" if changed_files else "the edit changed nothing"
+    changed = bool(changed_files)
+    record |= {"edit": abridge(answer.last_text, EDIT_CHARS)}
+    # every attempt is a commit, an unusable or empty one too, so `history` shows all of them
+    sha = ctx.workspace.commit([f"{GENERATED_DIR}/{n}" for n in changed_files], node="fix", attempt=attempt,
+                               outcome=f"{evidence['check']} {outcome}", tokens=tokens,
+                               body=f"Evidence: {evidence['summary']}", allow_empty=True)
     ctx.log.record(Event(ctx.run_id, "fix", "llm_edit", f"{evidence['check']} failed: {evidence['summary']}",
                          outcome + (f"; commit {sha}" if sha else ""), tokens=tokens, cost_usd=answer.cost_usd,
                          extra={"sha": sha, "escalated": escalated, "request_ids": answer.request_ids}))
