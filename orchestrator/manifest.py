@@ -75,3 +75,34 @@ def write_manifest(path: Path, *, run_id: str, config: dict, model_id: str, prob
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+# file names a training run saves that are not its training config
+_NOT_TRAINING_CONFIGS = {"config.json", "generation_config.json", "tokenizer_config.json", "adapter_config.json",
+                         "preprocessor_config.json", "special_tokens_map.json"}
+
+
+def saved_job_config(folder: Path, fields: set[str]) -> tuple[Path, dict] | None:
+    """The training config a job saved below `folder` (a JSON object whose keys are mostly the config's
+    fields, e.g. a checkpoint's grpo_config.json), the newest one; None when it saved none."""
+    found = []
+    for path in Path(folder).rglob("*.json") if Path(folder).is_dir() else []:
+        if path.name in _NOT_TRAINING_CONFIGS or "config" not in path.name:
+            continue
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and fields and 2 * len(fields & set(data)) >= len(fields):
+            found.append((path.stat().st_mtime, path, data))
+    return max(found, key=lambda item: item[0])[1:] if found else None
+
+
+def record_job_config(path: Path, planned: dict, saved: Path, ran: dict) -> dict:
+    """Add what the job really ran with to the manifest at `path`; return the fields where it differs
+    from the plan ({field: [planned, ran]})."""
+    differs = {k: [planned[k], ran[k]] for k in planned if k in ran and ran[k] != planned[k]}
+    manifest = json.loads(Path(path).read_text())
+    manifest.update(job_config=ran, job_config_file=str(saved), job_config_differs=differs)
+    Path(path).write_text(json.dumps(manifest, indent=2) + "\n")
+    return differs

@@ -50,3 +50,19 @@ def test_workspace_sha_is_optional_and_missing_packages_are_none(tmp_path: Path)
     assert manifest["workspace_sha"] is None and manifest["gpus"] == [] and manifest["cuda_version"] is None
     assert list(manifest["source_of_truth"]) == ["grpo_config.py"]
     assert package_versions(("no-such-package-for-grpo",)) == {"no-such-package-for-grpo": None}
+
+
+def test_the_manifest_records_what_the_job_really_ran_with(tmp_path: Path) -> None:
+    from orchestrator.manifest import record_job_config, saved_job_config
+
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"config": {"max_action_tokens": 48, "seed": 1}}))
+    checkpoint = tmp_path / "out" / "final"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "config.json").write_text(json.dumps({"hidden_size": 8}))  # the model's, not the run's
+    (checkpoint / "grpo_config.json").write_text(json.dumps({"max_action_tokens": 4, "seed": 1}))
+    saved = saved_job_config(tmp_path / "out", {"max_action_tokens", "seed"})
+    assert saved is not None and saved[0].name == "grpo_config.json"
+    assert record_job_config(manifest, {"max_action_tokens": 48, "seed": 1}, *saved) == {"max_action_tokens": [48, 4]}
+    assert json.loads(manifest.read_text())["job_config"] == {"max_action_tokens": 4, "seed": 1}
+    assert saved_job_config(tmp_path / "missing", {"seed"}) is None

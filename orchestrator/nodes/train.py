@@ -23,7 +23,7 @@ from orchestrator.config_file import load_config_class, value_kind
 from orchestrator.formal import (DEFAULT_MODEL, config_values, is_stand_in, memory_text, mostly_unparseable,
                                  parse_proposal, token_cap_raise, vet)
 from orchestrator.limits import ensure_budget
-from orchestrator.manifest import write_manifest
+from orchestrator.manifest import record_job_config, saved_job_config, write_manifest
 from orchestrator.monitor import MonitorConfig, Progress, parse_log, summarize_trends
 from orchestrator.nodes.checks import fixes_for
 from orchestrator.probe import ProbeResult
@@ -154,6 +154,14 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     for name, text in (("job.stdout", result.stdout_tail), ("job.stderr", result.stderr_tail)):
         (log_dir / name).write_text(text)
     collect_logs(watch_dir, log_dir)
+    saved = saved_job_config(out_dir, set(config))
+    if saved is not None:
+        differs = record_job_config(log_dir / "manifest.json", config, *saved)
+        if differs:
+            ctx.log.record(Event(ctx.run_id, "formal_train", "config_mismatch",
+                                 "the manifest must say what the job really ran with",
+                                 f"the job's saved config differs from the plan: {differs}"))
+            ctx.on_event(f"formal_train: WARNING the job ran with {differs} (planned, ran)")
     outcome = result.status + (f" ({result.anomalies[0].kind})" if result.anomalies else "")
     changed = [rel_dir] + ([f"{GENERATED_DIR}/grpo_config.py"] if roles.delivery != CLI else [])
     sha = ctx.workspace.commit(changed, node="formal_train", attempt=attempt, outcome=outcome, tokens=int(row["tokens"]),
