@@ -178,10 +178,11 @@ def list_command(project_root: Path = RootOption) -> None:
 @app.command()
 def check(
     folder: Path = typer.Argument(..., help="a folder of generated files (helpers.py, train.py, ...)"),
-    source_of_truth: Path = typer.Option(Path("source_of_truth"), help="the files the guards compare against"),
-    skip_import: bool = typer.Option(False, help="only the guards, no import check"),
+    source_of_truth: Path = typer.Option(Path("source_of_truth"), help="the files the rules compare against"),
+    skip_import: bool = typer.Option(False, help="only the static rules: no import, no run on a real game"),
 ) -> None:
-    """Every guard and the import check over a folder, no LLM: exit 0 only when all pass."""
+    """Every rule over a folder, no LLM: the static ones, then the import check and the contract on a real game
+    (in a fresh interpreter). Exit 0 only when all pass; warnings are printed but do not fail."""
     from orchestrator.checks import run_import_check
     from orchestrator.rules import check_folder, errors
 
