@@ -103,7 +103,9 @@ def formal_proposal(ex: Example, answer: dict[str, Any]) -> dict[str, Any]:
 def faults(train_text: str) -> list[tuple[str, str]]:
     """(correct line, faulty line) pairs found in this train.py: an import and a runtime fault."""
     found = []
-    module_import = re.search(r"^(\s*(?:import|from)\s+)(prompt_template|helpers)\b(.*)$", train_text, re.M)
+    # the prompt module first: a misspelt helpers import would also trip the static dispatch rule
+    module_import = (re.search(r"^(\s*(?:import|from)\s+)(prompt_template)\b(.*)$", train_text, re.M)
+                     or re.search(r"^(\s*(?:import|from)\s+)(helpers)\b(.*)$", train_text, re.M))
     if module_import:
         line = module_import.group(0)
         found.append((line, f"{module_import.group(1)}{module_import.group(2)}s{module_import.group(3)}"))
