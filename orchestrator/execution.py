@@ -71,17 +71,47 @@ def run_command(cmd: list[str], *, cwd: Path | None = None, timeout_s: float = 1
 
 
 def stop_process_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
-    """SIGTERM the child's whole group, then SIGKILL what is left after `grace_s`."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
+    """SIGTERM the child's whole group, then SIGKILL what is left after `grace_s`; returns once no
+    member of the group is alive (a grandchild may outlive the leader's exit, or ignore SIGTERM)."""
+    deadline = time.monotonic() + grace_s
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
-            return
+            break
         try:
-            proc.wait(timeout=wait_s)
-            return
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.0) if sig == signal.SIGTERM else None)
         except subprocess.TimeoutExpired:
             continue
+        if group_gone(proc.pid, deadline - time.monotonic() if sig == signal.SIGTERM else KILL_WAIT_S):
+            return
+    group_gone(proc.pid, KILL_WAIT_S)
+
+
+KILL_WAIT_S = 5.0  # how long a SIGKILLed process group may take to be gone
+
+
+def live_members(pgid: int) -> list[int]:
+    """Processes of group ``pgid`` that have not exited (zombies aside), from /proc ([] where there is none)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _ppid, group = stat.read_text().rpartition(")")[2].split()[:3]
+        except (OSError, ValueError):  # gone meanwhile
+            continue
+        if group == str(pgid) and state not in ("Z", "X"):
+            members.append(int(stat.parent.name))
+    return members
+
+
+def group_gone(pgid: int, timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` (signals take a moment to end a process) for the group to exit."""
+    deadline = time.monotonic() + max(timeout_s, 0.0)
+    while live_members(pgid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _read(fh) -> str:
