@@ -323,15 +323,17 @@ def resume_run(project_root: Path, run_id: str, *, from_node: str | None = None,
                 config, values, next_nodes = _resume_point(graph, run_id, from_node)
             except sqlite3.DatabaseError as exc:
                 raise _damaged(settings.run_dir, exc) from exc
+        committed = any(a.get("sha") for a in values.get("attempts") or [])  # else setup has not run yet
         try:
-            ctx = make_context(settings, on_event, values.get("ledger") or {}, create_workspace=False)
-            if not ctx.workspace.has_branch(f"run/{run_id}"):
+            ctx = make_context(settings, on_event, values.get("ledger") or {}, create_workspace=not committed)
+            if committed and not ctx.workspace.has_branch(f"run/{run_id}"):
                 raise WorkspaceError(f"it has no branch run/{run_id}")
         except WorkspaceError as exc:
             raise SetupError(f"cannot resume {run_id}: the workspace {project_root / 'workspace'} is not as the run "
                              f"left it ({exc}); restore it from a copy, or start a new run with "
                              f"`python -m orchestrator run`") from exc
-        ctx.workspace.checkout_run_branch(run_id, force=previous in CRASHED)
+        if ctx.workspace.has_branch(f"run/{run_id}"):
+            ctx.workspace.checkout_run_branch(run_id, force=previous in CRASHED)
         if from_node is None:
             _reconcile(ctx, values, next_nodes, previous)
         settings.status = "running"
