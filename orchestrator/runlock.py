@@ -6,8 +6,8 @@ holder dies (even by SIGKILL), so a crashed run never leaves a stale lock. The f
 
 Every process a run starts inherits `ORCHESTRATOR_RUN_DIR` (the run's folder) and
 `ORCHESTRATOR_OWNER` (the orchestrator's pid) from its environment: `run_processes` finds what an
-earlier, killed process of the run left behind (a runtime check's children, a training job), by
-reading `/proc/PID/environ`.
+earlier, killed process of the run left behind (a runtime check's children, a training job), or
+what this one failed to stop, by reading `/proc/PID/environ`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Iterator
 
 from orchestrator.execution import live_members
 
@@ -90,10 +91,20 @@ class WorkspaceLock:
         self.release()
 
 
-def mark_process(run_dir: Path) -> None:
-    """Tag this process (and so every child it starts) as working for the run in `run_dir`."""
+@contextlib.contextmanager
+def marked_process(run_dir: Path) -> Iterator[None]:
+    """Tag this process (and so every child it starts) as working for the run in `run_dir`, meanwhile."""
+    saved = {name: os.environ.get(name) for name in (RUN_DIR_ENV, OWNER_ENV)}
     os.environ[RUN_DIR_ENV] = str(Path(run_dir).resolve())
     os.environ[OWNER_ENV] = str(os.getpid())
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _environ(pid: int) -> dict[str, str]:
@@ -114,21 +125,29 @@ def _state_and_group(pid: int) -> tuple[str, int] | None:
 
 
 def run_processes(run_dir: Path) -> dict[int, list[int]]:
-    """Live processes working for the run in `run_dir`, not started by this process: pgid -> pids."""
-    wanted, me = str(Path(run_dir).resolve()), str(os.getpid())
+    """Live processes working for the run in `run_dir`, this one aside: process group -> pids."""
+    wanted = str(Path(run_dir).resolve())
     groups: dict[int, list[int]] = {}
     for entry in Path("/proc").glob("[0-9]*"):
         pid = int(entry.name)
-        if pid == os.getpid():
-            continue
-        env = _environ(pid)
-        if env.get(RUN_DIR_ENV) != wanted or env.get(OWNER_ENV) == me:
+        if pid == os.getpid() or _environ(pid).get(RUN_DIR_ENV) != wanted:
             continue
         found = _state_and_group(pid)
         if found is None or found[0] in ("Z", "X"):
             continue
         groups.setdefault(found[1], []).append(pid)
     return groups
+
+
+def stop_processes(groups: dict[int, list[int]], grace_s: float = 5.0) -> None:
+    """`stop_groups` for whole groups; in this process's own group, only the listed processes."""
+    own = groups.pop(os.getpgrp(), [])
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in own:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        if sig == signal.SIGTERM:
+            stop_groups(list(groups), grace_s)
 
 
 def stop_groups(pgids: list[int], grace_s: float = 5.0) -> None:

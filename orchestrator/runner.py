@@ -41,7 +41,7 @@ from orchestrator.graph import NODES, build_graph
 from orchestrator.journal import Journal, halt_point, journaled, write_atomic
 from orchestrator.limits import RunStopped
 from orchestrator.llm import LLMError, make_llm
-from orchestrator.runlock import WorkspaceBusy, WorkspaceLock, mark_process, run_processes, stop_groups
+from orchestrator.runlock import WorkspaceBusy, WorkspaceLock, marked_process, run_processes, stop_processes
 from orchestrator.state import SOURCE_FILES, Limits, RunContext, RunState, attempt_count, spent
 from orchestrator.training_job import live_jobs
 from orchestrator.workspace import Workspace, WorkspaceError
@@ -393,11 +393,11 @@ def _reconcile(ctx: RunContext, values: RunState, next_nodes: tuple[str, ...], p
     adoptable = FORMAL_JOB.format(attempt_count(values, "formal_train") + 1) if "formal_train" in next_nodes else None
     live = live_jobs(jobs_dir)
     spared = {pgid for name, pgid in live.items() if name == adoptable}
-    strays = [pgid for pgid in run_processes(ctx.run_dir) if pgid not in spared]
+    strays = {pgid: pids for pgid, pids in run_processes(ctx.run_dir).items() if pgid not in spared}
     if strays:
-        stop_groups(strays)
         ctx.log.record(Event(ctx.run_id, "run", "stop_strays", "an earlier process of this run left them running",
-                             f"stopped process groups {', '.join(map(str, strays))}"))
+                             f"stopping process groups {', '.join(map(str, strays))}"))
+        stop_processes(strays)
     branch = f"run/{ctx.run_id}"
     claimed = {a["sha"] for a in values.get("attempts") or [] if a.get("sha")}
     unclaimed = ctx.journal.unclaimed_commits(branch, claimed)
@@ -475,8 +475,7 @@ def _stop_signals_interrupt() -> Iterator[None]:
 def _drive(settings: RunSettings, ctx: RunContext, graph_input: RunState | None, config: dict[str, Any]) -> RunOutcome:
     status, reason = "failed", ""
     finished = False
-    mark_process(settings.run_dir)
-    with open_graph(settings.run_dir) as graph, _stop_signals_interrupt():
+    with marked_process(settings.run_dir), open_graph(settings.run_dir) as graph, _stop_signals_interrupt():
         try:
             graph.invoke(graph_input, config, context=ctx, durability="sync")
             values = graph.get_state(thread(settings.run_id)).values
@@ -494,9 +493,9 @@ def _drive(settings: RunSettings, ctx: RunContext, graph_input: RunState | None,
             status, reason = "failed", (f"{type(exc).__name__}: {exc}; traceback in {settings.run_dir / 'crash.log'}; "
                                         f"resume with `python -m orchestrator resume {settings.run_id}`")
         finally:
-            leftovers = list(run_processes(settings.run_dir))
-            if leftovers:  # an earlier process's job that this one never adopted
-                stop_groups(leftovers)
+            leftovers = run_processes(settings.run_dir)
+            if leftovers:  # an earlier process's job this one never adopted; nothing of a run outlives it
+                stop_processes(leftovers)
             settings.status, settings.exit_reason = status, reason
             settings.save()
             ctx.log.record(Event(settings.run_id, "run", "stop", "the graph returned or stopped", f"{status}: {reason}"))

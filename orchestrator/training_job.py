@@ -234,23 +234,24 @@ class _WatchedJob(ABC):
             self._set_aside(found)
             tail = LogTail(self.log_path)
             tail.poll()
-        if adopted is None:
-            first = len(tail.records)
-            refused = self._start()
-            if refused is not None:
-                message = "\n".join(a.message for a in refused.anomalies)
-                return JobResult(refused.status, refused.returncode, list(refused.anomalies), [], "", message,
-                                 (self._clock() - started).total_seconds(), self.slurm_job_id, refused.failure_class)
-            self._save_record(**self._describe(), first_record=first, log_path=str(self.log_path),
-                              status="running", started=datetime.now().isoformat(timespec="seconds"))
-            if self.record is not None:
-                halt_point("job_start", self.record.stem)
-        watch = _Watch(tail, *self._outputs(), self.monitor, self.on_progress, started)
-        if adopted is not None:
-            self._recorded = {**found, **(self._recorded or {})}
-            watch.adopt(int(found.get("first_record", 0)))
-        earlier = found.get("status") if adopted == "ended" else None
-        try:
+        try:  # from here on, however run() is left (a signal included), the job is stopped
+            if adopted is None:
+                first = len(tail.records)
+                refused = self._start()
+                if refused is not None:
+                    message = "\n".join(a.message for a in refused.anomalies)
+                    return JobResult(refused.status, refused.returncode, list(refused.anomalies), [], "", message,
+                                     (self._clock() - started).total_seconds(), self.slurm_job_id,
+                                     refused.failure_class)
+                self._save_record(**self._describe(), first_record=first, log_path=str(self.log_path),
+                                  status="running", started=datetime.now().isoformat(timespec="seconds"))
+                if self.record is not None:
+                    halt_point("job_start", self.record.stem)
+            watch = _Watch(tail, *self._outputs(), self.monitor, self.on_progress, started)
+            if adopted is not None:
+                self._recorded = {**found, **(self._recorded or {})}
+                watch.adopt(int(found.get("first_record", 0)))
+            earlier = found.get("status") if adopted == "ended" else None
             status, trigger, found_anomalies = self._follow(watch, started)
         finally:
             self._stop()
