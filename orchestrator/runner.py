@@ -321,6 +321,7 @@ def resume_run(project_root: Path, run_id: str, *, from_node: str | None = None,
         with open_graph(settings.run_dir, must_exist=True) as graph:
             try:
                 config, values, next_nodes = _resume_point(graph, run_id, from_node)
+                config, values = _moved_paths(graph, config, values, project_root)
             except sqlite3.DatabaseError as exc:
                 raise _damaged(settings.run_dir, exc) from exc
         committed = any(a.get("sha") for a in values.get("attempts") or [])  # else setup has not run yet
@@ -360,6 +361,17 @@ def _resume_point(graph: Any, run_id: str, from_node: str | None) -> tuple[dict[
             return config, graph.get_state(config).values, (from_node,)
     nodes = sorted({n for s in graph.get_state_history(thread(run_id)) for n in s.next})
     raise SetupError(f"run {run_id} never reached node {from_node!r}; nodes it reached: {', '.join(nodes)}")
+
+
+def _moved_paths(graph: Any, config: dict[str, Any], values: RunState, root: Path) -> tuple[dict[str, Any], RunState]:
+    """A project copied or moved since the checkpoint: the formal run's log folder, saved as an absolute
+    path by formal_train, is pointed into this project's workspace, not the original's."""
+    saved = values.get("formal_log_dir")
+    if not saved or Path(saved).is_relative_to(root) or "/workspace/" not in saved:
+        return config, values
+    moved = str(root / "workspace" / saved.rsplit("/workspace/", 1)[1])
+    config = graph.update_state(config, {"formal_log_dir": moved})
+    return config, graph.get_state(config).values
 
 
 def _carry_spend(graph: Any, config: dict[str, Any], before: RunState, latest: RunState) -> dict[str, Any]:

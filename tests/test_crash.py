@@ -356,3 +356,32 @@ def test_sqlite_checkpoint_is_on_disk_before_the_next_node_starts(project: Path,
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
+
+
+def test_api_retries_reach_the_run_log_and_events(project: Path, httpserver, monkeypatch):
+    """A 529 then answers: the retry is an `llm_retry` event in events.jsonl and claude.logs, not stderr only."""
+    from messages_api import error_json, sse, stream_events
+    from werkzeug import Response
+
+    from conftest import GENERATION_STEPS
+    from orchestrator.runner import start_run
+
+    answers = [file_answer(*GENERATION_STEPS["generate_helpers"])]
+    calls = []
+
+    def handler(request):
+        calls.append(request)
+        if len(calls) == 1:
+            return Response(json.dumps(error_json("overloaded_error", "Overloaded")), status=529,
+                            headers={"retry-after-ms": "10"}, content_type="application/json")
+        return Response(sse(*stream_events([answers[0]])), content_type="text/event-stream")
+
+    httpserver.expect_request("/v1/messages", method="POST").respond_with_handler(handler)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", httpserver.url_for(""))
+    outcome = start_run(project, llm="anthropic", run_id="r1", until="generate_helpers")
+    assert outcome.status == "done", outcome.reason
+    events = [json.loads(line) for line in (project / "runs/r1/events.jsonl").read_text().splitlines()]
+    [retry] = [e for e in events if e["action"] == "llm_retry"]
+    assert retry["node"] == "generate_helpers" and "HTTP 529 overloaded_error" in retry["result"]
+    assert "action=llm_retry" in (project / "claude.logs").read_text()
