@@ -410,22 +410,33 @@ def _reconcile(ctx: RunContext, values: RunState, next_nodes: tuple[str, ...], p
         ctx.log.record(Event(ctx.run_id, "run", "stop_strays", "an earlier process of this run left them running",
                              f"stopping process groups {', '.join(map(str, strays))}"))
         stop_processes(strays)
-    branch = f"run/{ctx.run_id}"
-    claimed = {a["sha"] for a in values.get("attempts") or [] if a.get("sha")}
-    unclaimed = ctx.journal.unclaimed_commits(branch, claimed)
-    if not unclaimed and previous not in CRASHED:
+    target, later = _rollback_point(ctx, values)
+    if not later and previous not in CRASHED:
         return
-    target = unclaimed[0]["parent"] if unclaimed else ctx.workspace.head_sha()
-    if not ctx.workspace.is_ancestor(target):
-        return
+    ours = {r["sha"] for r in ctx.journal.records("commit")}
+    if previous not in CRASHED and not set(later) <= ours:
+        return  # commits this run did not make (a researcher's, by hand): leave the workspace alone
     keep = _job_folders(ctx, jobs_dir)
     dropped = _restore_keeping(ctx, target, keep)
     if dropped:
-        ctx.journal.append("rollback", to=target, commits=[r["sha"] for r in unclaimed], files=dropped)
+        ctx.journal.append("rollback", to=target, commits=later, files=dropped)
         ctx.log.record(Event(ctx.run_id, "run", "rollback",
                              "the checkpoint does not know of this work: the interrupted node runs again, "
                              "from the answers already paid for", f"workspace back at {target[:10]}; dropped "
                              f"{', '.join(d[:17] if d.startswith('commit') else d for d in dropped)}"))
+
+
+def _rollback_point(ctx: RunContext, values: RunState) -> tuple[str, list[str]]:
+    """Where the checkpoint left the workspace, and the commits made after it (oldest first): after the
+    last commit a checkpointed attempt names, or, before any, before the first commit the journal has."""
+    claimed = [a["sha"] for a in values.get("attempts") or [] if a.get("sha")]
+    for sha in reversed(claimed):
+        if ctx.workspace.is_ancestor(sha):
+            return sha, ctx.workspace.commits_since(sha)
+    unclaimed = ctx.journal.unclaimed_commits(f"run/{ctx.run_id}", set(claimed))
+    if unclaimed and ctx.workspace.is_ancestor(unclaimed[0]["parent"]):
+        return unclaimed[0]["parent"], ctx.workspace.commits_since(unclaimed[0]["parent"])
+    return ctx.workspace.head_sha(), []
 
 
 def _job_folders(ctx: RunContext, jobs_dir: Path) -> list[str]:

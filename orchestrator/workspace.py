@@ -232,14 +232,17 @@ class Workspace:
             return name in self.repo.heads
 
     def is_ancestor(self, older: str, newer: str = "HEAD") -> bool:
-        with _git_errors("cannot compare commits"):
-            try:
-                self.repo.git.merge_base("--is-ancestor", older, newer)
-                return True
-            except GitCommandError as exc:
-                if exc.status == 1:
-                    return False
-                raise
+        """True when ``older`` is a commit of ``newer``'s history (False for an unknown sha too)."""
+        try:
+            self.repo.git.merge_base("--is-ancestor", older, newer)
+            return True
+        except ANY_GIT_ERROR:
+            return False
+
+    def commits_since(self, sha: str) -> list[str]:
+        """The commits after ``sha`` on the current branch, oldest first."""
+        with _git_errors(f"cannot list the commits after {sha[:10]}"):
+            return self.repo.git.rev_list("--reverse", f"{sha}..HEAD").split()
 
     def changed_files(self) -> list[str]:
         """Tracked files that differ from HEAD, and untracked files (not ignored), relative to the root."""
