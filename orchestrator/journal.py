@@ -12,9 +12,7 @@ the journal knows it the moment it happens, so a resume after a crash can reconc
 * ``commit``: a workspace commit (sha, parent, node, attempt). A commit that no checkpointed attempt
   names is rolled back on resume; the re-run node makes it again from the same answers.
 
-`halt_point` is a test hook: with ``ORCHESTRATOR_HALT_AT=KIND:KEY[:N]`` and ``ORCHESTRATOR_HALT_FILE``
-set, the process writes that file and blocks at the N-th matching point, so a test can SIGKILL it at
-an exact moment. Unset (always, outside tests), it does nothing.
+Each record is a `halt_point` (orchestrator.halt), where a test can stop the process to kill it.
 """
 
 from __future__ import annotations
@@ -27,33 +25,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from orchestrator.halt import halt_point
 from orchestrator.llm import LLM, Message, Reply, Usage
-
-HALT_AT_ENV = "ORCHESTRATOR_HALT_AT"
-HALT_FILE_ENV = "ORCHESTRATOR_HALT_FILE"
-HALT_MAX_S = 600.0
-_halt_seen: dict[str, int] = {}
-
-
-def halt_point(kind: str, key: str) -> None:
-    """Block here (test hook) when ORCHESTRATOR_HALT_AT names this point; see the module docstring."""
-    wanted = os.environ.get(HALT_AT_ENV)
-    if not wanted:
-        return
-    want_kind, _, rest = wanted.partition(":")
-    want_key, _, nth = rest.partition(":")
-    if (want_kind, want_key) != (kind, key):
-        return
-    _halt_seen[wanted] = _halt_seen.get(wanted, 0) + 1
-    if _halt_seen[wanted] != int(nth or 1):
-        return
-    marker = Path(os.environ[HALT_FILE_ENV])
-    marker.write_text(f"{kind}:{key} pid={os.getpid()}\n")
-    deadline = time.monotonic() + HALT_MAX_S
-    while time.monotonic() < deadline:  # until the test kills us
-        time.sleep(0.05)
-    os._exit(99)
-
 
 def fsync_append(path: Path, line: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)

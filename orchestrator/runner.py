@@ -38,7 +38,8 @@ from orchestrator.checks import RuntimeCheckSpec
 from orchestrator.execution import execute
 from orchestrator.formal import FormalSpec
 from orchestrator.graph import NODES, build_graph
-from orchestrator.journal import Journal, halt_point, journaled, write_atomic
+from orchestrator.halt import halt_point
+from orchestrator.journal import Journal, journaled, write_atomic
 from orchestrator.limits import RunStopped
 from orchestrator.llm import LLMError, make_llm
 from orchestrator.runlock import WorkspaceBusy, WorkspaceLock, marked_process, run_processes, stop_processes

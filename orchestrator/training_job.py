@@ -52,7 +52,8 @@ import json
 
 from orchestrator.execution import KILL_WAIT_S, run_command, stop_process_group, strip_progress_bars
 from orchestrator.execution import group_gone as _group_gone
-from orchestrator.journal import halt_point, write_atomic
+from orchestrator.halt import halt_point
+from orchestrator.journal import write_atomic
 from orchestrator.monitor import (Anomaly, LogRecord, LogTail, MonitorConfig, Progress, detect_all, detect_stderr,
                                   progress)
 from orchestrator.probe import Runner

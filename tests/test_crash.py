@@ -150,6 +150,9 @@ def test_kill_9_at_every_step_boundary_and_inside_each_step_then_resume(project:
     proc, marker = orchestrator(project, "run", "--llm", llm, "--run-id", "r1", "--until", "import_check",
                                 halt=LOOP_MOMENTS[0][0])
     halt_and_signal(proc, marker)
+    status = subprocess.run([sys.executable, "-m", "orchestrator", "status", "r1", "--project-root", str(project)],
+                            capture_output=True, text=True).stdout
+    assert "crashed" in status  # run.json still says running, but no process holds the workspace
     for moment, _ in LOOP_MOMENTS[1:]:
         proc, marker = orchestrator(project, "resume", "r1", halt=moment)
         halt_and_signal(proc, marker)
@@ -170,6 +173,7 @@ def test_kill_9_at_every_step_boundary_and_inside_each_step_then_resume(project:
 
 DEMO_MOMENTS = [
     ("checkpoint:runtime_check", signal.SIGKILL, "boundary: import_check -> runtime_check"),
+    ("execute:bash", signal.SIGKILL, "inside runtime_check: its training run survives the kill; resume stops it"),
     ("job_start:formal-1", signal.SIGTERM, "formal job running: SIGTERM stops the job, run interrupted"),
     ("job_start:formal-1", signal.SIGKILL, "formal job running: the job survives the kill, resume adopts it"),
     ("job_end:formal-1", signal.SIGKILL, "formal job ended, before its commit: resume takes its outcome"),
@@ -199,8 +203,8 @@ def test_the_demo_killed_at_each_moment_of_formal_training_and_review_resumes_to
             assert run_processes_of(run_dir) == []  # the job's process group was stopped with the run
         else:
             assert status == "running"
-        if moment == "job_start:formal-1" and sig == signal.SIGKILL:
-            assert run_processes_of(run_dir), "the training job outlives a SIGKILL of the orchestrator"
+        if sig == signal.SIGKILL and moment in ("job_start:formal-1", "execute:bash"):
+            assert run_processes_of(run_dir), "its own process group outlives a SIGKILL of the orchestrator"
     code, out = finish(orchestrator(project, "resume", run_id)[0])
     assert code == 0, out[-3000:]
 
