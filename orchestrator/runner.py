@@ -195,10 +195,16 @@ def check_source_of_truth(folder: Path) -> None:
 
 
 def list_runs(project_root: Path) -> list[RunSettings]:
+    """Every run, oldest first; a run.json that says running while no process holds the workspace is
+    shown as `crashed`, a damaged one as `damaged`."""
     runs = []
+    held = WorkspaceLock(project_root).held_by_someone()
     for path in sorted((project_root / "runs").glob("*/run.json")):
         try:
-            runs.append(RunSettings.load(project_root, path.parent.name))
+            settings = RunSettings.load(project_root, path.parent.name)
+            if settings.status == "running" and not held:
+                settings.status = "crashed"
+            runs.append(settings)
         except SetupError as exc:
             runs.append(RunSettings(path.parent.name, "?", str(project_root), "", status="damaged",
                                     exit_reason=str(exc)))
@@ -257,13 +263,14 @@ def make_context(settings: RunSettings, on_event: Callable[[str], None],
         log.record(Event(settings.run_id, tag, "llm_retry", "the API failed in a way worth retrying", line))
         on_event(f"{tag}: {line}")
 
-    inner = _llm_or_setup_error(settings.llm, answered=journal.answered(settings.llm), on_retry=on_retry)
+    spec = _llm_paths(settings.llm, _to_disk, root)  # as run.json has it: the same in a copied project
+    inner = _llm_or_setup_error(settings.llm, answered=journal.answered(spec), on_retry=on_retry)
     workspace = Workspace.open(root / "workspace", create=create_workspace)
     workspace.on_commit = lambda sha, parent, node, attempt, branch: journal.append(
         "commit", sha=sha, parent=parent, node=node, attempt=attempt, branch=branch)
     return RunContext(run_id=settings.run_id, project_root=root, source_of_truth=Path(settings.source_of_truth),
                       run_dir=settings.run_dir, workspace=workspace,
-                      llm=journaled(inner, journal, settings.llm, ledger or {}), log=log,
+                      llm=journaled(inner, journal, spec, ledger or {}), log=log,
                       limits=Limits(**settings.limits), runtime_check=RuntimeCheckSpec(**settings.runtime_check),
                       formal=FormalSpec(**settings.formal), fresh=settings.fresh, on_event=on_event, journal=journal)
 
