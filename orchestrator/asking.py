@@ -1,4 +1,5 @@
-"""One LLM exchange whose answer must parse: a malformed answer is fed back once, never a crash."""
+"""One LLM exchange whose answer must parse and be complete: a malformed answer is fed back once,
+an answer cut at its token budget is asked again with a larger one; never a crash, never half an answer."""
 
 from __future__ import annotations
 
@@ -11,42 +12,65 @@ from orchestrator.prompts import render
 
 T = TypeVar("T")
 
+MAX_ANSWER_TOKENS = 64000  # the largest budget an incomplete answer is re-asked with
+TRUNCATED = "max_tokens"  # the API's stop_reason for an answer cut at its budget
+
 
 @dataclass
 class Answer(Generic[T]):
-    parsed: T | None  # None when the answer stayed malformed after the re-ask
+    parsed: T | None  # None when the answer stayed malformed after the re-ask, or stayed incomplete
     error: str = ""
     usage: Usage = field(default_factory=Usage)
     cost_usd: float = 0.0
     calls: int = 0
     request_ids: list[str] = field(default_factory=list)
     last_text: str = ""  # the last reply, parsed or not
+    answers: list[int] = field(default_factory=list)  # journal records of the paid answers (orchestrator.journal)
 
-    def ledger_row(self) -> dict[str, float]:
+    def ledger_row(self) -> dict:
         u = self.usage
-        return {"calls": self.calls, "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-                "cache_read_tokens": u.cache_read_input_tokens, "cache_write_tokens": u.cache_creation_input_tokens,
-                "tokens": u.total_tokens, "cost_usd": self.cost_usd}
+        row = {"calls": self.calls, "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
+               "cache_read_tokens": u.cache_read_input_tokens, "cache_write_tokens": u.cache_creation_input_tokens,
+               "tokens": u.total_tokens, "cost_usd": self.cost_usd}
+        if self.answers:  # which journaled answers this row accounts for: a resume reuses the others
+            row["answers"] = list(self.answers)
+        return row
 
 
 def ask(llm: LLM, messages: list[Message], parse: Callable[[str], T], *, system: str, tag: str,
         cache_prefix: list[str] | None = None, max_tokens: int = 16000, reasks: int = 1) -> Answer[T]:
-    """Ask, parse; on EditFormatError/ValueError send the error back (up to `reasks` times)."""
+    """Ask, parse; on EditFormatError/ValueError send the error back (up to `reasks` times).
+
+    An answer cut at `max_tokens` (stop_reason "max_tokens") is incomplete: it is never parsed or
+    applied, and the same question is asked again with twice the budget, up to MAX_ANSWER_TOKENS.
+    """
     answer: Answer[T] = Answer(parsed=None)
     conversation = list(messages)
-    for _ in range(reasks + 1):
-        reply = llm.complete(conversation, system=system, max_tokens=max_tokens, cache_prefix=cache_prefix, tag=tag)
+    budget = max_tokens
+    format_errors = 0
+    while True:
+        reply = llm.complete(conversation, system=system, max_tokens=budget, cache_prefix=cache_prefix, tag=tag)
         answer.usage += reply.usage
         answer.cost_usd += reply.cost_usd
         answer.calls += 1
         answer.last_text = reply.text
+        answer.answers += list(getattr(reply, "answers", ()) or ())
         if reply.request_id:
             answer.request_ids.append(reply.request_id)
+        if reply.stop_reason == TRUNCATED:
+            if budget >= MAX_ANSWER_TOKENS:
+                answer.error = (f"the answer was cut at its budget of {budget} output tokens (stop_reason "
+                                f"max_tokens) and is incomplete; it was not applied")
+                return answer
+            budget = min(budget * 2, MAX_ANSWER_TOKENS)
+            continue
         try:
             answer.parsed, answer.error = parse(reply.text), ""
             return answer
         except (EditFormatError, ValueError) as exc:
             answer.error = str(exc)
+            format_errors += 1
+            if format_errors > reasks:
+                return answer
             conversation += [{"role": "assistant", "content": reply.text},
                              {"role": "user", "content": render("reask_format", error=answer.error)}]
-    return answer

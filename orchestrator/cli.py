@@ -55,7 +55,7 @@ def _finish(outcome: RunOutcome) -> None:
 
 
 def _bad_input(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}")
+    console.print(f"[bold red]error:[/] {message}", soft_wrap=True)  # one line, however long
     raise typer.Exit(2)
 
 

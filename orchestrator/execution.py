@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from orchestrator.halt import halt_point
+
 TRACEBACK_HEAD = "Traceback (most recent call last):"
 
 
@@ -46,6 +48,7 @@ def execute(command: Sequence[str], cwd: Path, *, timeout_s: float, env: Mapping
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
             return ExecutionResult(127, "", f"cannot start {command[0]}: {exc}", False, 0.0)
+        halt_point("execute", Path(command[0]).name)  # a test hook, inert outside tests (orchestrator.halt)
         timed_out = False
         try:
             returncode: int | None = proc.wait(timeout=timeout_s)
@@ -71,30 +74,47 @@ def run_command(cmd: list[str], *, cwd: Path | None = None, timeout_s: float = 1
 
 
 def stop_process_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
-    """SIGTERM the child's whole group, SIGKILL what is left after `grace_s`, and return only once no
-    process of the group is left (a signalled process is not gone yet: it still has to be scheduled)."""
+    """SIGTERM the child's whole group, then SIGKILL what is left after `grace_s`; returns once no
+    member of the group is alive (a grandchild may outlive the leader's exit, or ignore SIGTERM)."""
+    deadline = time.monotonic() + grace_s
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             break
-        if _group_gone(proc, grace_s):
-            break
-    proc.wait()
-
-
-def _group_gone(proc: subprocess.Popen, within_s: float) -> bool:
-    """Poll (reaping the leader) until the process group has no member, for at most `within_s`."""
-    deadline = time.monotonic() + within_s
-    while True:
-        proc.poll()
         try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            return True
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.0) if sig == signal.SIGTERM else None)
+        except subprocess.TimeoutExpired:
+            continue
+        if group_gone(proc.pid, deadline - time.monotonic() if sig == signal.SIGTERM else KILL_WAIT_S):
+            return
+    group_gone(proc.pid, KILL_WAIT_S)
+
+
+KILL_WAIT_S = 5.0  # how long a SIGKILLed process group may take to be gone
+
+
+def live_members(pgid: int) -> list[int]:
+    """Processes of group ``pgid`` that have not exited (zombies aside), from /proc ([] where there is none)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _ppid, group = stat.read_text().rpartition(")")[2].split()[:3]
+        except (OSError, ValueError):  # gone meanwhile
+            continue
+        if group == str(pgid) and state not in ("Z", "X"):
+            members.append(int(stat.parent.name))
+    return members
+
+
+def group_gone(pgid: int, timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` (signals take a moment to end a process) for the group to exit."""
+    deadline = time.monotonic() + max(timeout_s, 0.0)
+    while live_members(pgid):
         if time.monotonic() >= deadline:
             return False
-        time.sleep(0.05)
+        time.sleep(0.01)
+    return True
 
 
 def _read(fh) -> str:

@@ -4,12 +4,13 @@
 (`max_retries=0`) so the tenacity policy here is the single, logged retry mechanism.
 
 Retried (at most `max_attempts` attempts, exponential backoff with jitter capped at
-`backoff_max_s`; a `retry-after` header lengthens the wait, within the same cap):
+`backoff_max_s`; a `retry-after-ms` header, or else `retry-after`, lengthens the wait, within
+the same cap; each retry is reported to `on_retry`, which a run turns into an event):
   * 429 rate limit, 529 overloaded and any other status >= 500;
   * connection errors and timeouts, including a stream cut off mid-way;
   * malformed responses: a body that is not JSON or not a Messages API message, and a
-    stream that ends without `message_stop` or carries an overloaded/api/rate-limit
-    `error` event.
+    stream that ends without `message_stop` or carries an overloaded/api/rate-limit/timeout
+    `error` event (the same troubles as HTTP 529/500/429/504 before the stream starts).
 Aborted at once with `LLMError`: every other 4xx (400, 401, 403, 404, ...) and any
 response that carries `x-should-retry: false` (e.g. a 429 for a spent budget).
 After the last attempt fails, `LLMError` says how many attempts were made.
@@ -45,7 +46,7 @@ STREAM_ABOVE_MAX_TOKENS = 4096  # longer replies are streamed so no single read 
 _EPHEMERAL = {"type": "ephemeral"}
 _ONE_LINE_LIMIT = 300
 # `error` events inside a 200 stream that mean "server trouble, try again".
-_RETRYABLE_ERROR_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
+_RETRYABLE_ERROR_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
 
 # (model-name prefix, input $, output $) per million tokens; the first matching prefix wins.
 # Opus 4 and 4.1 cost $15/$75; Opus 4.5 and later $5/$25.
@@ -104,7 +105,8 @@ class Reply:
     cost_usd: float
     model: str
     request_id: str | None = None
-    stop_reason: str | None = None
+    stop_reason: str | None = None  # "max_tokens": the answer was cut at the budget and is incomplete
+    answers: tuple[int, ...] = ()  # the journal records this reply accounts for (orchestrator.journal)
 
 
 Message = dict  # {"role": "user" | "assistant", "content": str}
@@ -136,15 +138,20 @@ def price_usd(model: str, usage: Usage) -> float:
     return dollars_per_mtok / 1_000_000
 
 
-def make_llm(spec: str) -> LLM:
-    """Build a backend from "anthropic", "anthropic:MODEL" or "replay:PATH"."""
+def make_llm(spec: str, *, answered: dict[str, int] | None = None,
+             on_retry: Callable[[str], None] | None = None) -> LLM:
+    """Build a backend from "anthropic", "anthropic:MODEL" or "replay:PATH".
+
+    `answered` (tag -> answers already given in this run) lets a resumed replay continue where it
+    stopped; `on_retry` receives one line per retried API attempt.
+    """
     kind, _, arg = spec.partition(":")
     if kind == "anthropic" and spec == "anthropic":
-        return AnthropicLLM()
+        return AnthropicLLM(on_retry=on_retry)
     if kind == "anthropic" and arg:
-        return AnthropicLLM(arg)
+        return AnthropicLLM(arg, on_retry=on_retry)
     if kind == "replay" and arg:
-        return ReplayLLM(transcript=arg)
+        return ReplayLLM(transcript=arg, answered=answered)
     raise LLMError(f"unknown LLM spec {spec!r}: use {_SPECS}")
 
 
@@ -309,12 +316,16 @@ def _is_retryable(err: BaseException) -> bool:
 
 
 def _retry_after_s(err: BaseException | None) -> float | None:
+    """The server's requested wait: `retry-after-ms` first, then `retry-after` (seconds)."""
     if not isinstance(err, anthropic.APIStatusError):
         return None
-    try:
-        return float(err.response.headers.get("retry-after", ""))
-    except ValueError:  # absent, or an HTTP date, which the API does not send
-        return None
+    headers = err.response.headers
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        try:
+            return float(headers.get(name, "")) / scale
+        except ValueError:  # absent, or an HTTP date, which the API does not send
+            continue
+    return None
 
 
 def _checked(message: Any) -> Any:
@@ -380,24 +391,53 @@ class _Scripted:
     text: str
     tag: str | None = None
     usage: Usage = Usage()
+    stop_reason: str = "end_turn"
 
 
 class ReplayLLM:
-    """Plays scripted replies in order and records every request in `.calls`."""
+    """Plays scripted replies and records every request in `.calls`.
 
-    def __init__(self, replies: list[str] | None = None, *, transcript: str | Path | None = None) -> None:
+    When every reply has a tag, replies are keyed by what is asked: the k-th call with tag T gets the
+    k-th reply tagged T, so a resumed run continues where it stopped (`answered`: tag -> replies
+    already given in this run). Untagged replies are played in order.
+    """
+
+    def __init__(self, replies: list[str] | None = None, *, transcript: str | Path | None = None,
+                 answered: dict[str, int] | None = None) -> None:
         if replies is not None and transcript is not None:
             raise LLMError("ReplayLLM takes replies or a transcript, not both: pass one of them")
         if transcript is not None:
             self._script = _load_transcript(Path(transcript))
         else:
             self._script = [_Scripted(text) for text in replies or []]
-        self._next = 0
+        self._keyed = bool(self._script) and all(s.tag is not None for s in self._script)
+        self._answered = dict(answered or {})
+        self._next = 0 if self._keyed else sum(self._answered.values())
         self.calls: list[dict[str, Any]] = []
 
     @property
     def remaining(self) -> int:
-        return len(self._script) - self._next
+        used = sum(self._answered.values()) if self._keyed else self._next
+        return len(self._script) - used
+
+    def _pick(self, tag: str) -> _Scripted:
+        if self._keyed:
+            tagged = [s for s in self._script if s.tag == tag]
+            index = self._answered.get(tag, 0)
+            if index >= len(tagged):
+                raise LLMError(f"replay transcript has no reply #{index + 1} for {tag!r} "
+                               f"({len(tagged)} scripted): add one to the transcript")
+            self._answered[tag] = index + 1
+            return tagged[index]
+        if not self.remaining:
+            raise LLMError(f"replay transcript exhausted after {len(self._script)} replies")
+        scripted = self._script[self._next]
+        if scripted.tag is not None and scripted.tag != tag:
+            raise LLMError(
+                f"replay transcript out of step: expected a call for {scripted.tag!r}, got {tag!r}"
+            )
+        self._next += 1
+        return scripted
 
     def complete(
         self,
@@ -415,20 +455,13 @@ class ReplayLLM:
             "cache_prefix": list(cache_prefix or []),
             "max_tokens": max_tokens,
         })
-        if not self.remaining:
-            raise LLMError(f"replay transcript exhausted after {len(self._script)} replies")
-        scripted = self._script[self._next]
-        if scripted.tag is not None and scripted.tag != tag:
-            raise LLMError(
-                f"replay transcript out of step: expected a call for {scripted.tag!r}, got {tag!r}"
-            )
-        self._next += 1
+        scripted = self._pick(tag)
         return Reply(
             text=scripted.text,
             usage=scripted.usage,
             cost_usd=price_usd(DEFAULT_MODEL, scripted.usage),
             model="replay",
-            stop_reason="end_turn",
+            stop_reason=scripted.stop_reason,
         )
 
 
@@ -436,7 +469,8 @@ def _load_transcript(path: Path) -> list[_Scripted]:
     try:
         entries = json.loads(path.read_text(encoding="utf-8"))["replies"]
         return [
-            _Scripted(text=entry["text"], tag=entry.get("tag"), usage=Usage(**entry.get("usage", {})))
+            _Scripted(text=entry["text"], tag=entry.get("tag"), usage=Usage(**entry.get("usage", {})),
+                      stop_reason=entry.get("stop_reason", "end_turn"))
             for entry in entries
         ]
     except (OSError, ValueError, KeyError, TypeError) as err:

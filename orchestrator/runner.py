@@ -1,13 +1,28 @@
 """Start and resume runs: run settings, the SQLite checkpointer, the graph invocation, named exits.
 
-A run is `runs/RUN_ID/` with `run.json` (settings and status), `checkpoints.sqlite` (LangGraph,
-thread id = run id), `events.jsonl`, `claude.logs`, `probe.json`, `report.md`.
+A run is `runs/RUN_ID/` with `run.json` (settings and status; paths relative to the project root, so
+a copied project resumes into itself), `checkpoints.sqlite` (LangGraph, thread id = run id, written
+before the next node starts), `journal.jsonl` (every paid answer and every commit, fsynced: see
+orchestrator.journal), `jobs/` (training job records), `events.jsonl`, `claude.logs`, `probe.json`,
+`report.md`.
+
+Crash consistency: one run at a time holds the workspace (orchestrator.runlock). A resume after a
+crash reconciles the journal with the checkpoint: commits no checkpointed attempt names are rolled
+back and the interrupted node runs again, getting the answers it already paid for back from the
+journal (never paying twice) and adopting its training job instead of starting a second one;
+processes an earlier process of the run left behind are stopped. SIGTERM and SIGHUP stop a run as
+Ctrl-C does: its training job is stopped and run.json says `interrupted`.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import shutil
+import signal
+import sqlite3
+import sys
+import threading
 import time
 import traceback
 import uuid
@@ -20,20 +35,47 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from orchestrator.actionlog import ActionLog, Event
 from orchestrator.checks import RuntimeCheckSpec
+from orchestrator.execution import execute
 from orchestrator.formal import FormalSpec
 from orchestrator.graph import NODES, build_graph
-from orchestrator.rules import CONFIG_CLASS, check_syntax, config_fields
+from orchestrator.halt import halt_point
+from orchestrator.journal import Journal, journaled, write_atomic
 from orchestrator.limits import RunStopped
 from orchestrator.llm import LLMError, make_llm
-from orchestrator.state import SOURCE_FILES, Limits, RunContext, RunState, spent
+from orchestrator.runlock import WorkspaceBusy, WorkspaceLock, marked_process, run_processes, stop_processes
+from orchestrator.state import SOURCE_FILES, Limits, RunContext, RunState, attempt_count, spent
+from orchestrator.training_job import live_jobs
+from orchestrator.workspace import Workspace, WorkspaceError
+from orchestrator.rules import CONFIG_CLASS, config_fields
 from orchestrator.template import TemplateError, read_template
-from orchestrator.workspace import Workspace
 
 EXIT_CODES = {"done": 0, "blocked": 1, "failed": 1, "budget": 3, "interrupted": 130}
+CRASHED = ("running", "interrupted")  # statuses a resume may find half-done work after
+SOURCE_CHECK_TIMEOUT_S = 120.0
+_REL = "./"  # a path stored relative to the project root
 
 
 class SetupError(ValueError):
     """Bad input found before anything runs; the message says what to do."""
+
+
+def _to_disk(value: str, root: Path) -> str:
+    """An absolute path inside `root` as "./REL"; anything else (model ids, outside paths) unchanged."""
+    if not value or not Path(value).is_absolute():
+        return value
+    try:
+        return _REL + Path(value).resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return value
+
+
+def _from_disk(value: str, root: Path) -> str:
+    return str(root / value[len(_REL):]) if isinstance(value, str) and value.startswith(_REL) else value
+
+
+def _llm_paths(spec: str, convert: Callable[[str, Path], str], root: Path) -> str:
+    kind, sep, arg = spec.partition(":")
+    return f"{kind}:{convert(arg, root)}" if kind == "replay" and sep else spec
 
 
 @dataclass
@@ -55,15 +97,35 @@ class RunSettings:
         return Path(self.project_root) / "runs" / self.run_id
 
     def save(self) -> None:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "run.json").write_text(json.dumps(asdict(self), indent=2))
+        """run.json, atomically; every path inside the project root stored relative to it."""
+        root = Path(self.project_root)
+        data = asdict(self)
+        data["project_root"] = "."
+        data["source_of_truth"] = _to_disk(self.source_of_truth, root)
+        data["llm"] = _llm_paths(self.llm, _to_disk, root)
+        for group in ("runtime_check", "formal"):
+            if isinstance(data[group].get("model"), str):
+                data[group]["model"] = _to_disk(data[group]["model"], root)
+        write_atomic(self.run_dir / "run.json", json.dumps(data, indent=2))
 
     @classmethod
     def load(cls, project_root: Path, run_id: str) -> "RunSettings":
-        path = project_root / "runs" / run_id / "run.json"
+        root = project_root.resolve()
+        path = root / "runs" / run_id / "run.json"
         if not path.exists():
-            raise SetupError(f"no run {run_id!r} under {project_root / 'runs'}: see `python -m orchestrator list`")
-        return cls(**json.loads(path.read_text()))
+            raise SetupError(f"no run {run_id!r} under {root / 'runs'}: see `python -m orchestrator list`")
+        try:
+            data = json.loads(path.read_text())
+            data["project_root"] = str(root)
+            data["source_of_truth"] = _from_disk(data["source_of_truth"], root)
+            data["llm"] = _llm_paths(data["llm"], _from_disk, root)
+            for group in ("runtime_check", "formal"):
+                if isinstance(data.get(group, {}).get("model"), str):
+                    data[group]["model"] = _from_disk(data[group]["model"], root)
+            return cls(**data)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise SetupError(f"{path} is damaged ({type(exc).__name__}: {exc}); this run cannot be resumed: "
+                             f"start a new one with `python -m orchestrator run`") from exc
 
 
 @dataclass(frozen=True)
@@ -79,55 +141,161 @@ class RunOutcome:
 
 
 def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    return time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:8]
+
+
+def check_limits(limits: Limits) -> None:
+    if limits.max_cost_usd is not None and limits.max_cost_usd < 0:
+        raise SetupError(f"--max-cost must be 0 or more, got {limits.max_cost_usd}")
+    if limits.max_tokens is not None and limits.max_tokens < 0:
+        raise SetupError(f"--max-tokens must be 0 or more, got {limits.max_tokens}")
+    if limits.max_attempts_per_check < 1:
+        raise SetupError(f"--max-attempts must be 1 or more, got {limits.max_attempts_per_check}")
+
+
+# Imports the researcher's config and game in a fresh interpreter: they are code, never run in ours.
+_SOURCE_PROBE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+problems = []
+try:
+    import grpo_config
+    grpo_config.GRPOConfig()
+except BaseException as exc:
+    problems.append(f"grpo_config.py: GRPOConfig() with its defaults failed: {type(exc).__name__}: {exc}")
+try:
+    import env_move
+except BaseException as exc:
+    problems.append(f"env_move.py does not import: {type(exc).__name__}: {exc}")
+print("\\n".join(problems))
+sys.exit(1 if problems else 0)
+"""
 
 
 def check_source_of_truth(folder: Path) -> None:
-    """The researcher's three files exist, compile, have readable markers and a GRPOConfig: else one line."""
+    """The source of truth is usable before any token is spent: the three files exist, parse and are not
+    empty, the template's markers read, grpo_config.py has a GRPOConfig; env_move.py imports and GRPOConfig()
+    constructs, in a subprocess. One line on failure."""
     missing = [name for name in SOURCE_FILES if not (folder / name).is_file()]
     if missing:
         raise SetupError(f"source of truth incomplete: {', '.join(missing)} missing in {folder}; "
                          f"put env_move.py, grpo_config.py and grpo_template.py there or pass --source-of-truth DIR")
+    fix = f"fix it in {folder} (or pass --source-of-truth DIR); nothing was spent"
     for name in SOURCE_FILES:
-        broken = check_syntax(name, (folder / name).read_text())
-        if broken:
-            raise SetupError(f"source of truth {folder / name}: {broken[0].message}")
+        text = (folder / name).read_text(encoding="utf-8", errors="replace")
+        try:
+            tree = ast.parse(text, filename=name)
+        except SyntaxError as exc:
+            raise SetupError(f"source of truth: {name} does not parse (line {exc.lineno}: {exc.msg}); {fix}") from exc
+        if not any(isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) for n in tree.body):
+            raise SetupError(f"source of truth: {name} defines no class or function (is it empty?); {fix}")
     try:
         read_template((folder / "grpo_template.py").read_text())
     except TemplateError as exc:
-        raise SetupError(f"{folder / 'grpo_template.py'} {exc}") from exc
+        raise SetupError(f"source of truth: grpo_template.py {exc}; {fix}") from exc
     if config_fields(ast.parse((folder / "grpo_config.py").read_text())) is None:
-        raise SetupError(f"{folder / 'grpo_config.py'} defines no class {CONFIG_CLASS}; the brief's config is a "
-                         f"{CONFIG_CLASS} dataclass")
+        raise SetupError(f"source of truth: grpo_config.py defines no class {CONFIG_CLASS}; the brief's config is "
+                         f"a {CONFIG_CLASS} dataclass; {fix}")
+    result = execute([sys.executable, "-c", _SOURCE_PROBE, str(folder.resolve())], folder,
+                     timeout_s=SOURCE_CHECK_TIMEOUT_S)
+    if not result.ok:
+        problem = (result.stdout.strip().splitlines() or result.stderr.strip().splitlines()[-1:]
+                   or [f"the import check timed out after {SOURCE_CHECK_TIMEOUT_S:.0f} s"])[0]
+        raise SetupError(f"source of truth: {problem[:400]}; {fix}")
 
 
 def list_runs(project_root: Path) -> list[RunSettings]:
-    runs = sorted((project_root / "runs").glob("*/run.json"))
-    return [RunSettings(**json.loads(p.read_text())) for p in runs]
+    """Every run, oldest first; a run.json that says running while no process holds the workspace is
+    shown as `crashed`, a damaged one as `damaged`."""
+    runs = []
+    held = WorkspaceLock(project_root).held_by_someone()
+    for path in sorted((project_root / "runs").glob("*/run.json")):
+        try:
+            settings = RunSettings.load(project_root, path.parent.name)
+            if settings.status == "running" and not held:
+                settings.status = "crashed"
+            runs.append(settings)
+        except SetupError as exc:
+            runs.append(RunSettings(path.parent.name, "?", str(project_root), "", status="damaged",
+                                    exit_reason=str(exc)))
+    return runs
+
+
+class _Saver(SqliteSaver):
+    """SqliteSaver with a test hook right after each checkpoint is on disk: the node boundary."""
+
+    def put(self, config, checkpoint, metadata, new_versions):  # type: ignore[override]
+        saved = super().put(config, checkpoint, metadata, new_versions)
+        for channel in new_versions:
+            if str(channel).startswith("branch:to:"):
+                halt_point("checkpoint", str(channel)[len("branch:to:"):])
+        return saved
+
+
+def _damaged(run_dir: Path, exc: Exception) -> SetupError:
+    return SetupError(f"{run_dir / 'checkpoints.sqlite'} is damaged ({exc}); this run cannot be resumed from it: "
+                      f"start a new run with `python -m orchestrator run` (the workspace branch keeps its files)")
 
 
 @contextmanager
-def open_graph(run_dir: Path) -> Iterator[Any]:
+def open_graph(run_dir: Path, *, must_exist: bool = False) -> Iterator[Any]:
+    path = run_dir / "checkpoints.sqlite"
+    if must_exist and not path.exists():
+        raise SetupError(f"{path} is missing; this run cannot be resumed: start a new run with "
+                         f"`python -m orchestrator run`")
     run_dir.mkdir(parents=True, exist_ok=True)
-    with SqliteSaver.from_conn_string(str(run_dir / "checkpoints.sqlite")) as saver:
-        yield build_graph(saver)
+    try:
+        with _Saver.from_conn_string(str(path)) as saver:
+            yield build_graph(saver)
+    except sqlite3.DatabaseError as exc:
+        raise _damaged(run_dir, exc) from exc
 
 
 def thread(run_id: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": run_id}}
 
 
-def make_context(settings: RunSettings, on_event: Callable[[str], None]) -> RunContext:
-    root = Path(settings.project_root)
+def _llm_or_setup_error(spec: str, **kwargs: Any) -> Any:
     try:
-        llm = make_llm(settings.llm)
+        return make_llm(spec, **kwargs)
     except LLMError as exc:
         raise SetupError(str(exc)) from exc
+
+
+def make_context(settings: RunSettings, on_event: Callable[[str], None],
+                 ledger: dict[str, dict[str, Any]] | None = None, *, create_workspace: bool = True) -> RunContext:
+    root = Path(settings.project_root)
+    log = ActionLog(root / "claude.logs", settings.run_dir)
+    journal = Journal(settings.run_dir / "journal.jsonl")
+
+    def on_retry(line: str) -> None:
+        tag = line[1:].split("]", 1)[0] if line.startswith("[") else "llm"
+        log.record(Event(settings.run_id, tag, "llm_retry", "the API failed in a way worth retrying", line))
+        on_event(f"{tag}: {line}")
+
+    spec = _llm_paths(settings.llm, _to_disk, root)  # as run.json has it: the same in a copied project
+    inner = _llm_or_setup_error(settings.llm, answered=journal.answered(spec), on_retry=on_retry)
+    workspace = Workspace.open(root / "workspace", create=create_workspace)
+    workspace.on_commit = lambda sha, parent, node, attempt, branch: journal.append(
+        "commit", sha=sha, parent=parent, node=node, attempt=attempt, branch=branch)
     return RunContext(run_id=settings.run_id, project_root=root, source_of_truth=Path(settings.source_of_truth),
-                      run_dir=settings.run_dir, workspace=Workspace.open(root / "workspace"), llm=llm,
-                      log=ActionLog(root / "claude.logs", settings.run_dir), limits=Limits(**settings.limits),
-                      runtime_check=RuntimeCheckSpec(**settings.runtime_check), formal=FormalSpec(**settings.formal),
-                      fresh=settings.fresh, on_event=on_event)
+                      run_dir=settings.run_dir, workspace=workspace,
+                      llm=journaled(inner, journal, spec, ledger or {}), log=log,
+                      limits=Limits(**settings.limits), runtime_check=RuntimeCheckSpec(**settings.runtime_check),
+                      formal=FormalSpec(**settings.formal), fresh=settings.fresh, on_event=on_event, journal=journal)
+
+
+@contextmanager
+def _holding(project_root: Path, run_id: str, command: str) -> Iterator[None]:
+    lock = WorkspaceLock(project_root)
+    try:
+        lock.acquire(run_id, command)
+    except WorkspaceBusy as exc:
+        raise SetupError(str(exc)) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def start_run(project_root: Path, *, llm: str, source_of_truth: Path | None = None, limits: Limits = Limits(),
@@ -136,58 +304,106 @@ def start_run(project_root: Path, *, llm: str, source_of_truth: Path | None = No
               on_event: Callable[[str], None] = lambda line: None) -> RunOutcome:
     if until and until not in NODES:
         raise SetupError(f"--until {until!r} is not a node; nodes: {', '.join(NODES)}")
+    check_limits(limits)
+    project_root = project_root.resolve()
     source = (source_of_truth or project_root / "source_of_truth").resolve()
     check_source_of_truth(source)
-    settings = RunSettings(run_id=run_id or new_run_id(), llm=llm, project_root=str(project_root.resolve()),
+    _llm_or_setup_error(llm)  # a missing API key fails here, before anything is written
+    settings = RunSettings(run_id=run_id or new_run_id(), llm=llm, project_root=str(project_root),
                            source_of_truth=str(source), limits=asdict(limits), runtime_check=asdict(runtime_check),
                            formal=asdict(formal), fresh=fresh)
-    ctx = make_context(settings, on_event)  # fails on a missing API key before anything is written
-    settings.status = "running"
-    settings.save()
-    ctx.log.record(Event(settings.run_id, "run", "start", "python -m orchestrator run",
-                         f"llm={llm}; source of truth {source}; limits {asdict(limits)}"))
-    return _drive(settings, ctx, {"run_id": settings.run_id, "until": until}, thread(settings.run_id))
+    with _holding(project_root, settings.run_id, f"run --run-id {settings.run_id}"):
+        if (settings.run_dir / "run.json").exists():
+            raise SetupError(f"run {settings.run_id} already exists: resume it with "
+                             f"`python -m orchestrator resume {settings.run_id}` or choose another --run-id")
+        ctx = make_context(settings, on_event)
+        settings.status = "running"
+        settings.save()
+        ctx.log.record(Event(settings.run_id, "run", "start", "python -m orchestrator run",
+                             f"llm={llm}; source of truth {source}; limits {asdict(limits)}"))
+        return _drive(settings, ctx, {"run_id": settings.run_id, "until": until}, thread(settings.run_id))
 
 
 def resume_run(project_root: Path, run_id: str, *, from_node: str | None = None,
                max_cost_usd: float | None = None, max_tokens: int | None = None, llm: str | None = None,
                on_event: Callable[[str], None] = lambda line: None) -> RunOutcome:
+    project_root = project_root.resolve()
     settings = RunSettings.load(project_root, run_id)
     raised = {k: v for k, v in (("max_cost_usd", max_cost_usd), ("max_tokens", max_tokens)) if v is not None}
-    settings.limits = asdict(replace(Limits(**settings.limits), **raised))
+    limits = replace(Limits(**settings.limits), **raised)
+    check_limits(limits)
+    settings.limits = asdict(limits)
     settings.llm = llm or settings.llm
-    ctx = make_context(settings, on_event)
-    with open_graph(settings.run_dir) as graph:
-        config = _resume_point(graph, run_id, from_node)
-    ctx.workspace.checkout_run_branch(run_id)
-    settings.status = "running"
-    settings.save()
-    ctx.log.record(Event(run_id, "run", "resume", f"python -m orchestrator resume {run_id}"
-                         + (f" --from {from_node}" if from_node else ""),
-                         f"re-entering at {from_node or 'the interrupted node'}; limits {settings.limits}"))
-    return _drive(settings, ctx, None, config)
+    with _holding(project_root, run_id, f"resume {run_id}"):
+        previous = settings.status
+        with open_graph(settings.run_dir, must_exist=True) as graph:
+            try:
+                config, values, next_nodes = _resume_point(graph, run_id, from_node)
+                config, values = _moved_paths(graph, config, values, project_root)
+            except sqlite3.DatabaseError as exc:
+                raise _damaged(settings.run_dir, exc) from exc
+        committed = any(a.get("sha") for a in values.get("attempts") or [])  # else setup has not run yet
+        try:
+            ctx = make_context(settings, on_event, values.get("ledger") or {}, create_workspace=not committed)
+            if committed and not ctx.workspace.has_branch(f"run/{run_id}"):
+                raise WorkspaceError(f"it has no branch run/{run_id}")
+        except WorkspaceError as exc:
+            raise SetupError(f"cannot resume {run_id}: the workspace {project_root / 'workspace'} is not as the run "
+                             f"left it ({exc}); restore it from a copy, or start a new run with "
+                             f"`python -m orchestrator run`") from exc
+        if ctx.workspace.has_branch(f"run/{run_id}"):
+            ctx.workspace.checkout_run_branch(run_id, force=previous in CRASHED)
+        if from_node is None:
+            _reconcile(ctx, values, next_nodes, previous)
+        settings.status = "running"
+        settings.save()
+        ctx.log.record(Event(run_id, "run", "resume", f"python -m orchestrator resume {run_id}"
+                             + (f" --from {from_node}" if from_node else ""),
+                             f"re-entering at {from_node or ', '.join(next_nodes)}; limits {settings.limits}"))
+        return _drive(settings, ctx, None, config)
 
 
-def _resume_point(graph: Any, run_id: str, from_node: str | None) -> dict[str, Any]:
+def _resume_point(graph: Any, run_id: str, from_node: str | None) -> tuple[dict[str, Any], RunState, tuple[str, ...]]:
     latest = graph.get_state(thread(run_id))
+    if not latest.values and not latest.next:
+        raise SetupError(f"run {run_id} has no checkpoint (checkpoints.sqlite is empty or was replaced); "
+                         f"it cannot be resumed: start a new run with `python -m orchestrator run`")
     if from_node is None:
         if not latest.next:
             raise SetupError(f"run {run_id} has nothing left to do (status {latest.values.get('status')}); "
                              f"use --from NODE to re-run from a node")
-        return latest.config
+        return latest.config, latest.values, tuple(latest.next)
     for snapshot in graph.get_state_history(thread(run_id)):
         if from_node in snapshot.next:
-            return _carry_spend(graph, snapshot.config, snapshot.values, latest.values)
+            config = _carry_spend(graph, snapshot.config, snapshot.values, latest.values)
+            return config, graph.get_state(config).values, (from_node,)
     nodes = sorted({n for s in graph.get_state_history(thread(run_id)) for n in s.next})
     raise SetupError(f"run {run_id} never reached node {from_node!r}; nodes it reached: {', '.join(nodes)}")
+
+
+def _moved_paths(graph: Any, config: dict[str, Any], values: RunState, root: Path) -> tuple[dict[str, Any], RunState]:
+    """A project copied or moved since the checkpoint: the formal run's log folder, saved as an absolute
+    path by formal_train, is pointed into this project's workspace, not the original's."""
+    saved = values.get("formal_log_dir")
+    if not saved or Path(saved).is_relative_to(root) or "/workspace/" not in saved:
+        return config, values
+    moved = str(root / "workspace" / saved.rsplit("/workspace/", 1)[1])
+    config = graph.update_state(config, {"formal_log_dir": moved})
+    return config, graph.get_state(config).values
 
 
 def _carry_spend(graph: Any, config: dict[str, Any], before: RunState, latest: RunState) -> dict[str, Any]:
     """Re-entering at an earlier checkpoint forgets nothing that was paid for: the spend and the attempts
     recorded since then are carried into the fork, so caps stay honest and attempt numbers go on."""
     old_ledger = before.get("ledger") or {}
-    delta = {node: {k: v - old_ledger.get(node, {}).get(k, 0) for k, v in row.items()}
-             for node, row in (latest.get("ledger") or {}).items()}
+
+    def since(node: str, key: str, value: Any) -> Any:
+        old = old_ledger.get(node, {}).get(key)
+        if isinstance(value, list):
+            return [v for v in value if v not in (old or [])]
+        return value - (old or 0)
+
+    delta = {node: {k: since(node, k, v) for k, v in row.items()} for node, row in (latest.get("ledger") or {}).items()}
     delta = {node: row for node, row in delta.items() if any(row.values())}
     seen = {(a["node"], a["attempt"]) for a in before.get("attempts") or []}
     attempts = [a for a in latest.get("attempts") or [] if (a["node"], a["attempt"]) not in seen]
@@ -196,40 +412,176 @@ def _carry_spend(graph: Any, config: dict[str, Any], before: RunState, latest: R
     return graph.update_state(config, {"ledger": delta, "attempts": attempts})
 
 
+FORMAL_JOB = "formal-{}"  # nodes/train.py's folder (and so job record) name for formal attempt N
+
+
+def _reconcile(ctx: RunContext, values: RunState, next_nodes: tuple[str, ...], previous: str) -> None:
+    """After a crash: the workspace goes back to what the checkpoint knows (commits no checkpointed attempt
+    names, and half-written files, are dropped; the node re-runs from its journaled answers); processes an
+    earlier process of this run left behind are stopped, except the training job the next node adopts."""
+    jobs_dir = ctx.run_dir / "jobs"
+    adoptable = FORMAL_JOB.format(attempt_count(values, "formal_train") + 1) if "formal_train" in next_nodes else None
+    live = live_jobs(jobs_dir)
+    spared = {pgid for name, pgid in live.items() if name == adoptable}
+    strays = {pgid: pids for pgid, pids in run_processes(ctx.run_dir).items() if pgid not in spared}
+    if strays:
+        ctx.log.record(Event(ctx.run_id, "run", "stop_strays", "an earlier process of this run left them running",
+                             f"stopping process groups {', '.join(map(str, strays))}"))
+        stop_processes(strays)
+    target, later = _rollback_point(ctx, values)
+    if not later and previous not in CRASHED:
+        return
+    ours = {r["sha"] for r in ctx.journal.records("commit")}
+    if previous not in CRASHED and not set(later) <= ours:
+        return  # commits this run did not make (a researcher's, by hand): leave the workspace alone
+    keep = _job_folders(ctx, jobs_dir)
+    dropped = _restore_keeping(ctx, target, keep)
+    if dropped:
+        ctx.journal.append("rollback", to=target, commits=later, files=dropped)
+        ctx.log.record(Event(ctx.run_id, "run", "rollback",
+                             "the checkpoint does not know of this work: the interrupted node runs again, "
+                             "from the answers already paid for", f"workspace back at {target[:10]}; dropped "
+                             f"{', '.join(d[:17] if d.startswith('commit') else d for d in dropped)}"))
+
+
+def _rollback_point(ctx: RunContext, values: RunState) -> tuple[str, list[str]]:
+    """Where the checkpoint left the workspace, and the commits made after it (oldest first): after the
+    last commit a checkpointed attempt names, or, before any, before the first commit the journal has."""
+    claimed = [a["sha"] for a in values.get("attempts") or [] if a.get("sha")]
+    for sha in reversed(claimed):
+        if ctx.workspace.is_ancestor(sha):
+            return sha, ctx.workspace.commits_since(sha)
+    unclaimed = ctx.journal.unclaimed_commits(f"run/{ctx.run_id}", set(claimed))
+    if unclaimed and ctx.workspace.is_ancestor(unclaimed[0]["parent"]):
+        return unclaimed[0]["parent"], ctx.workspace.commits_since(unclaimed[0]["parent"])
+    return ctx.workspace.head_sha(), []
+
+
+def _job_folders(ctx: RunContext, jobs_dir: Path) -> list[str]:
+    """Workspace folders holding a recorded training job's logs (relative), which a rollback must keep."""
+    root = ctx.workspace.root.resolve()
+    folders = []
+    for path in jobs_dir.glob("*.json"):
+        try:
+            log_path = Path(json.loads(path.read_text()).get("log_path", ""))
+            folders.append(log_path.resolve().parent.relative_to(root).as_posix())
+        except (OSError, ValueError):
+            continue
+    return folders
+
+
+def _restore_keeping(ctx: RunContext, target: str, keep: list[str]) -> list[str]:
+    """`Workspace.restore`, keeping the job folders' files as they are on disk (a job may still write there)."""
+    aside = ctx.run_dir / "jobs" / ".aside"
+    moved = []
+    live_folders = {Path(f).name for f in keep} & set(live_jobs(ctx.run_dir / "jobs"))
+    for rel in keep:
+        src = ctx.workspace.root / rel
+        if src.is_dir() and Path(rel).name not in live_folders:
+            (aside / rel).parent.mkdir(parents=True, exist_ok=True)
+            src.rename(aside / rel)
+            moved.append(rel)
+    try:
+        return ctx.workspace.restore(target, keep=keep)
+    finally:
+        for rel in moved:
+            dest = ctx.workspace.root / rel
+            if dest.exists():
+                shutil.rmtree(dest)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            (aside / rel).rename(dest)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: stop like Ctrl-C."""
+
+
+@contextmanager
+def _stop_signals_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise _Terminated(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _drive(settings: RunSettings, ctx: RunContext, graph_input: RunState | None, config: dict[str, Any]) -> RunOutcome:
     status, reason = "failed", ""
-    with open_graph(settings.run_dir) as graph:
+    finished = False
+    with marked_process(settings.run_dir), open_graph(settings.run_dir) as graph, _stop_signals_interrupt():
         try:
             graph.invoke(graph_input, config, context=ctx, durability="sync")
             values = graph.get_state(thread(settings.run_id)).values
             status, reason = values.get("status", "done"), values.get("exit_reason", "")
+            finished = True
         except RunStopped as exc:
             status, reason = exc.status, str(exc)
         except LLMError as exc:
             status, reason = "failed", f"LLM error: {exc}"
-        except KeyboardInterrupt:
-            status, reason = "interrupted", "interrupted by the user; resume with `python -m orchestrator resume RUN`"
+        except KeyboardInterrupt as exc:
+            how = f"stopped by {exc}" if isinstance(exc, _Terminated) else "interrupted by the user"
+            status, reason = "interrupted", f"{how}; resume with `python -m orchestrator resume {settings.run_id}`"
         except Exception as exc:  # a bug or an environment failure: keep the run resumable and say where to look
             (settings.run_dir / "crash.log").write_text(traceback.format_exc())
             status, reason = "failed", (f"{type(exc).__name__}: {exc}; traceback in {settings.run_dir / 'crash.log'}; "
                                         f"resume with `python -m orchestrator resume {settings.run_id}`")
         finally:
+            leftovers = run_processes(settings.run_dir)
+            if leftovers:  # an earlier process's job this one never adopted; nothing of a run outlives it
+                stop_processes(leftovers)
             settings.status, settings.exit_reason = status, reason
             settings.save()
             ctx.log.record(Event(settings.run_id, "run", "stop", "the graph returned or stopped", f"{status}: {reason}"))
         values = graph.get_state(thread(settings.run_id)).values
+    if not finished:
+        _write_report(ctx, values, status, reason)
     return RunOutcome(settings.run_id, status, reason, dict(values))
 
 
+def _write_report(ctx: RunContext, values: RunState, status: str, reason: str) -> None:
+    """report.md for a run that stopped before its `finish` node: the spend includes paid answers no
+    checkpoint holds yet (they are used, not paid again, on resume)."""
+    tokens, cost = spent(values)
+    pending_tokens, pending_cost = ctx.journal.pending_spend(values.get("ledger") or {})
+    lines = [f"# Run {ctx.run_id}: {status}", "", f"Reason: {reason}", "",
+             f"Tokens: {tokens + pending_tokens}, cost: ${cost + pending_cost:.4f} "
+             f"(of which {pending_tokens} tokens, ${pending_cost:.4f} paid for answers the interrupted node "
+             f"had not used yet; a resume uses them without paying again)", "",
+             "| node | attempt | outcome | commit | tokens |", "|---|---|---|---|---|"]
+    lines += [f"| {a['node']} | {a['attempt']} | {a['outcome']} | {(a.get('sha') or '-')[:10]} | {a['tokens']} |"
+              for a in values.get("attempts") or []]
+    write_atomic(ctx.run_dir / "report.md", "\n".join(lines) + "\n")
+
+
 def run_summary(project_root: Path, run_id: str) -> dict[str, Any]:
-    """What `status` shows: settings, where the graph stands, spend, the last error."""
+    """What `status` shows: settings, where the graph stands, spend (paid answers not yet in the ledger
+    included), the last error."""
+    project_root = project_root.resolve()
     settings = RunSettings.load(project_root, run_id)
-    with open_graph(settings.run_dir) as graph:
-        snapshot = graph.get_state(thread(run_id))
+    with open_graph(settings.run_dir, must_exist=True) as graph:
+        try:
+            snapshot = graph.get_state(thread(run_id))
+        except sqlite3.DatabaseError as exc:
+            raise _damaged(settings.run_dir, exc) from exc
     values = snapshot.values or {}
     tokens, cost = spent(values)
+    pending_tokens, pending_cost = Journal(settings.run_dir / "journal.jsonl").pending_spend(values.get("ledger") or {})
     evidence = values.get("evidence") or {}
-    return {"run_id": run_id, "status": settings.status, "reason": settings.exit_reason, "llm": settings.llm,
-            "next": list(snapshot.next), "tokens": tokens, "cost_usd": cost, "limits": settings.limits,
+    status = settings.status
+    if status == "running" and not WorkspaceLock(project_root).held_by_someone():
+        status = "crashed"  # run.json says running but no process holds the workspace
+    return {"run_id": run_id, "status": status, "reason": settings.exit_reason or (
+                f"the process ended without stopping the run; resume with `python -m orchestrator resume {run_id}`"
+                if status == "crashed" else ""), "llm": settings.llm,
+            "next": list(snapshot.next), "tokens": tokens + pending_tokens, "cost_usd": cost + pending_cost,
+            "pending_tokens": pending_tokens, "limits": settings.limits,
             "attempts": len(values.get("attempts") or []), "skipped": values.get("skipped") or [],
             "ledger": values.get("ledger") or {}, "last_error": evidence.get("summary", "")}

@@ -25,13 +25,13 @@ GENERATED_DIR = "generated"
 SOURCE_FILES = ("env_move.py", "grpo_config.py", "grpo_template.py")
 
 
-def merge_ledger(left: dict[str, dict[str, float]], right: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    """Per-node spend: numbers add up."""
+def merge_ledger(left: dict[str, dict[str, Any]], right: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per-node spend: numbers add up; lists (the journaled answers a row accounts for) are joined."""
     merged = {node: dict(row) for node, row in (left or {}).items()}
     for node, row in (right or {}).items():
         into = merged.setdefault(node, {})
         for key, value in row.items():
-            into[key] = into.get(key, 0) + value
+            into[key] = into.get(key, [] if isinstance(value, list) else 0) + value
     return merged
 
 
@@ -42,7 +42,7 @@ class RunState(TypedDict, total=False):
     exit_reason: str  # one line: why the run stopped
     probe: dict[str, Any]  # ProbeResult.to_dict()
     roles: dict[str, Any]  # ConfigRoles.to_dict(): the config's fields by role, and how values reach train.py
-    ledger: Annotated[dict[str, dict[str, float]], merge_ledger]  # node -> calls, tokens, cost_usd, ...
+    ledger: Annotated[dict[str, dict[str, Any]], merge_ledger]  # node -> calls, tokens, cost_usd, ..., answers
     attempts: Annotated[list[dict[str, Any]], operator.add]  # node, attempt, outcome, sha, tokens, cost_usd
     skipped: Annotated[list[str], operator.add]  # nodes whose outputs existed and passed their checks
     evidence: dict[str, Any] | None  # the last failing check's evidence, for fix
@@ -73,6 +73,7 @@ class RunContext:
     prompts_dir: Path | None = None
     fresh: bool = False  # the run's branch starts from the workspace's initial commit, not earlier outputs
     on_event: Callable[[str], None] = lambda line: None  # progress lines for the terminal
+    journal: Any = None  # orchestrator.journal.Journal: paid answers and commits, for crash recovery
 
     @property
     def generated(self) -> Path:

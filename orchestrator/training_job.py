@@ -22,6 +22,14 @@ itself: it gets ``exit_grace_s`` to do so (then "failed"), and is stopped after 
 Only this job's lines count: what an earlier run left in an appended ``train.logs`` is skipped.
 Time comes from the injectable ``clock`` and ``sleep``, so a test can watch an hour pass in a
 moment; every stop also happens when ``run`` leaves by an exception, so no job outlives its watch.
+
+A job given a ``record`` (``make_job`` gives one inside a run: ``runs/RUN/jobs/FOLDER.json``) belongs
+to its run: the record holds its pid, process group, start time, command and, once it ended, its
+outcome; the job's exit code lands in ``FOLDER.exit`` even when nobody waits for it. When the
+orchestrator was killed and the run resumes, ``run`` finds the record and does not start a second
+job: it watches the live one again (adoption), or takes the outcome of the one that ended meanwhile.
+A record whose job died unwatched (no exit code) is moved aside with that job's logs, so a folder
+never holds two runs' logs.
 """
 
 from __future__ import annotations
@@ -40,14 +48,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from orchestrator.execution import run_command, stop_process_group, strip_progress_bars
+import json
+
+from orchestrator.execution import KILL_WAIT_S, run_command, stop_process_group, strip_progress_bars
+from orchestrator.execution import group_gone as _group_gone
+from orchestrator.halt import halt_point
+from orchestrator.journal import write_atomic
 from orchestrator.monitor import (Anomaly, LogRecord, LogTail, MonitorConfig, Progress, detect_all, detect_stderr,
                                   progress)
 from orchestrator.probe import Runner
 
 STDERR_TAIL_BYTES = 8 * 1024  # what the detectors see at each poll
 FINAL_TAIL_BYTES = 64 * 1024  # what classifies a job that ended: the traceback may sit above later noise
-KILL_WAIT_S = 5.0  # how long a SIGKILLed process group may take to be gone
+RUN_DIR_ENV = "ORCHESTRATOR_RUN_DIR"  # set by the runner (orchestrator.runlock): where job records go
+_ENDED = frozenset({"finished", "failed", "stopped", "hung", "timeout"})
 _STDERR_KINDS = frozenset({"cuda_oom", "nccl_error", "crash"})
 
 Clock = Callable[[], datetime]
@@ -103,6 +117,12 @@ class _Watch:
         self._sizes = [_size(p) for p in self._paths]
         self.config, self.on_progress = config, on_progress
         self.last_output_at = since
+
+    def adopt(self, first: int) -> None:
+        """Watching a job that an earlier process started: its lines begin at record `first`."""
+        self._first = min(first, len(self._tail.records))
+        if self.on_progress is not None and any(r.kind == "train" for r in self.records):
+            self.on_progress(progress(self.records))
 
     @property
     def records(self) -> list[LogRecord]:
@@ -176,20 +196,83 @@ class _WatchedJob(ABC):
     def _stopped_returncode(self) -> int | None:
         """The exit status of a job we stopped, where there is one."""
 
+    record: Path | None = None
+    _recorded: dict | None = None  # an earlier process's record of this job, when adopted
+
+    def _load_record(self) -> dict | None:
+        if self.record is None:
+            return None
+        try:
+            return json.loads(self.record.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _save_record(self, **fields) -> None:
+        if self.record is not None:
+            self._recorded = {**(self._recorded or {}), **fields}
+            write_atomic(self.record, json.dumps(self._recorded, indent=1))
+
+    def _adopt(self, found: dict) -> str | None:
+        """Take over the job of `found` (an earlier process's record): "running" or "ended"; None: start anew."""
+        return None
+
+    def _set_aside(self, found: dict) -> None:
+        """Move a dead, unwatched job's record and logs out of the way before a fresh start."""
+        assert self.record is not None
+        aside = self.record.parent / f"{self.record.stem}.stale-{int(time.time())}"
+        aside.mkdir(parents=True, exist_ok=True)
+        for path in [self.record, *self.log_path.parent.glob("*.logs")]:
+            with contextlib.suppress(OSError):
+                path.rename(aside / path.name)
+
     def run(self) -> JobResult:
         started = self._clock()
         tail = LogTail(self.log_path)
         tail.poll()
-        refused = self._start()
-        if refused is not None:
-            message = "\n".join(a.message for a in refused.anomalies)
-            return JobResult(refused.status, refused.returncode, list(refused.anomalies), [], "", message,
-                             (self._clock() - started).total_seconds(), self.slurm_job_id, refused.failure_class)
-        watch = _Watch(tail, *self._outputs(), self.monitor, self.on_progress, started)
-        try:
-            status, trigger, found = self._follow(watch, started)
+        found = self._load_record()
+        adopted = self._adopt(found) if found else None
+        if found and adopted is None:
+            self._set_aside(found)
+            tail = LogTail(self.log_path)
+            tail.poll()
+        try:  # from here on, however run() is left (a signal included), the job is stopped
+            if adopted is None:
+                first = len(tail.records)
+                refused = self._start()
+                if refused is not None:
+                    message = "\n".join(a.message for a in refused.anomalies)
+                    return JobResult(refused.status, refused.returncode, list(refused.anomalies), [], "", message,
+                                     (self._clock() - started).total_seconds(), self.slurm_job_id,
+                                     refused.failure_class)
+                self._save_record(**self._describe(), first_record=first, log_path=str(self.log_path),
+                                  status="running", started=datetime.now().isoformat(timespec="seconds"))
+                if self.record is not None:
+                    halt_point("job_start", self.record.stem)
+            watch = _Watch(tail, *self._outputs(), self.monitor, self.on_progress, started)
+            if adopted is not None:
+                self._recorded = {**found, **(self._recorded or {})}
+                watch.adopt(int(found.get("first_record", 0)))
+            earlier = found.get("status") if adopted == "ended" else None
+            status, trigger, found_anomalies = self._follow(watch, started)
         finally:
             self._stop()
+        result = self._result(watch, started, status, trigger, found_anomalies, earlier)
+        self._save_record(status=result.status, returncode=result.returncode)
+        if self.record is not None:
+            halt_point("job_end", self.record.stem)
+        return result
+
+    def _describe(self) -> dict:
+        """What the record says about a freshly started job (pid, command, ...)."""
+        return {}
+
+    def _result(self, watch: "_Watch", started: datetime, status: str, trigger: Anomaly | None,
+                found: list[Anomaly], earlier: str | None) -> JobResult:
+        if status == "ended" and earlier in _ENDED - {"finished", "failed"}:
+            watch.read()  # the earlier process stopped it: same outcome, serious anomaly first
+            found = watch.final()
+            trigger = next((a for a in found if a.serious), None)
+            status = earlier
         if status == "ended":
             ending = self._ended(watch)
             status, returncode, failure_class = ending.status, ending.returncode, ending.failure_class
@@ -227,27 +310,25 @@ class _WatchedJob(ABC):
             self._sleep(self.poll_s)
 
 
-def _live_members(pgid: int) -> list[int]:
-    """Processes of group ``pgid`` that have not exited (zombies aside), from /proc ([] where there is none)."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            state, _ppid, group = stat.read_text().rpartition(")")[2].split()[:3]
-        except (OSError, ValueError):  # gone meanwhile
-            continue
-        if group == str(pgid) and state not in ("Z", "X"):
-            members.append(int(stat.parent.name))
-    return members
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (/proc/PID/stat field 22): with the pid, an identity."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return int(fields[19]) if fields[0] not in ("Z", "X") else None
 
 
-def _group_gone(pgid: int, timeout_s: float) -> bool:
-    """Wait up to ``timeout_s`` (real time: signals take a moment to end a process) for the group to exit."""
-    deadline = time.monotonic() + max(timeout_s, 0.0)
-    while _live_members(pgid):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.01)
-    return True
+def _exit_code_in(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+# runs the job and leaves its exit code in $ORCHESTRATOR_EXIT_FILE, for whoever watches it later
+_WRAPPER = '"$@"; code=$?; echo "$code" > "$ORCHESTRATOR_EXIT_FILE.tmp" && mv "$ORCHESTRATOR_EXIT_FILE.tmp" ' \
+           '"$ORCHESTRATOR_EXIT_FILE"; exit "$code"'
 
 
 class TrainingJob(_WatchedJob):
@@ -257,56 +338,103 @@ class TrainingJob(_WatchedJob):
                  monitor: MonitorConfig = MonitorConfig(), poll_s: float = 2.0, timeout_s: float | None = None,
                  clock: Clock = datetime.now, sleep: Sleep = time.sleep,
                  on_progress: ProgressCallback | None = None, output_dir: Path | None = None,
-                 stop_grace_s: float = 10.0, exit_grace_s: float = 5.0) -> None:
+                 stop_grace_s: float = 10.0, exit_grace_s: float = 5.0, record: Path | None = None) -> None:
         super().__init__(log_path, monitor=monitor, poll_s=poll_s, timeout_s=timeout_s, clock=clock, sleep=sleep,
                          on_progress=on_progress, exit_grace_s=exit_grace_s)
         self.command, self.cwd, self.env = list(command), Path(cwd), env
-        out = Path(output_dir) if output_dir is not None else self.cwd
-        self.stdout_path, self.stderr_path = out / "job.stdout", out / "job.stderr"
+        self.record = Path(record) if record is not None else None
+        if self.record is not None:  # the outputs and the exit code live beside the record, in the run folder
+            self.stdout_path, self.stderr_path = self.record.with_suffix(".stdout"), self.record.with_suffix(".stderr")
+            self.exit_path: Path | None = self.record.with_suffix(".exit")
+        else:
+            out = Path(output_dir) if output_dir is not None else self.cwd
+            self.stdout_path, self.stderr_path = out / "job.stdout", out / "job.stderr"
+            self.exit_path = None
         self.stop_grace_s = stop_grace_s
         self._proc: subprocess.Popen | None = None
+        self._pgid: int | None = None  # the job's process group (= its leader's pid), ours or adopted
+        self._ticks: int | None = None
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        return self._pgid
 
     def _start(self) -> _Ending | None:
         self.stdout_path.parent.mkdir(parents=True, exist_ok=True)
+        command, env = self.command, {**os.environ, **(self.env or {})}
+        if self.exit_path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.exit_path.unlink()
+            command, env = ["bash", "-c", _WRAPPER, "job", *command], {**env, "ORCHESTRATOR_EXIT_FILE": str(self.exit_path)}
         try:
             with self.stdout_path.open("wb") as out, self.stderr_path.open("wb") as err:
-                self._proc = subprocess.Popen(self.command, cwd=self.cwd, env={**os.environ, **(self.env or {})},
+                self._proc = subprocess.Popen(command, cwd=self.cwd, env=env,
                                               stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
             message = f"cannot start {self.command[0]}: {exc}"
             return _Ending("failed", 127, None, (Anomaly("crash", True, None, message, message),))
+        self._pgid, self._ticks = self._proc.pid, _start_ticks(self._proc.pid)
+        return None
+
+    def _describe(self) -> dict:
+        return {"pid": self._pgid, "pgid": self._pgid, "start_ticks": self._ticks, "command": self.command,
+                "cwd": str(self.cwd), "stdout": str(self.stdout_path), "stderr": str(self.stderr_path)}
+
+    def _adopt(self, found: dict) -> str | None:
+        if found.get("status") in _ENDED:
+            self._adopted_code = found.get("returncode")
+            return "ended"
+        pid = found.get("pgid")
+        if pid and found.get("start_ticks") is not None and _start_ticks(pid) == found["start_ticks"]:
+            self._pgid, self._ticks, self._adopted_code = pid, found["start_ticks"], None
+            self._recorded = dict(found)
+            return "running"
+        code = _exit_code_in(self.exit_path) if self.exit_path is not None else None
+        if code is not None:  # it ended by itself while nobody watched
+            self._adopted_code, self._recorded = code, dict(found)
+            return "ended"
         return None
 
     def _outputs(self) -> tuple[Path, Path]:
         return self.stdout_path, self.stderr_path
 
+    def _alive(self) -> bool:
+        if self._proc is not None:
+            return self._proc.poll() is None
+        return self._pgid is not None and _start_ticks(self._pgid) == self._ticks
+
     def _state(self) -> str:
-        assert self._proc is not None
-        return "running" if self._proc.poll() is None else "ended"
+        return "running" if self._alive() else "ended"
 
     def _stop(self) -> None:
-        if self._proc is None:
+        if self._pgid is None:
             return
         started = time.monotonic()
-        stop_process_group(self._proc, self.stop_grace_s)
+        if self._proc is not None:
+            stop_process_group(self._proc, self.stop_grace_s)
+        elif self._alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._pgid, signal.SIGTERM)
         # the leader can exit before its workers (accelerate launch); they got the same SIGTERM and the
         # rest of the grace, then SIGKILL: nothing of the group may outlive the job
-        if not _group_gone(self._proc.pid, self.stop_grace_s - (time.monotonic() - started)):
+        if not _group_gone(self._pgid, self.stop_grace_s - (time.monotonic() - started)):
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            _group_gone(self._proc.pid, KILL_WAIT_S)
+                os.killpg(self._pgid, signal.SIGKILL)
+            _group_gone(self._pgid, KILL_WAIT_S)
+
+    def _returncode(self) -> int | None:
+        if self._proc is not None:
+            return self._proc.returncode
+        if getattr(self, "_adopted_code", None) is not None:
+            return self._adopted_code
+        return _exit_code_in(self.exit_path) if self.exit_path is not None else None
 
     def _ended(self, watch: _Watch) -> _Ending:
-        assert self._proc is not None
-        returncode = self._proc.returncode
+        returncode = self._returncode()
         return _Ending("finished" if returncode == 0 else "failed", returncode)
 
     def _stopped_returncode(self) -> int | None:
-        return self._proc.returncode if self._proc is not None else None
+        return self._returncode()
 
 
 # ---------------------------------------------------------------- SLURM
@@ -367,6 +495,19 @@ class SlurmJob(_WatchedJob):
             return self._refused(f"sbatch printed no job id: {(out + err).strip()}", None)
         self.slurm_job_id, self._active = job_id, True
         return None
+
+    def _describe(self) -> dict:
+        return {"slurm_job_id": self.slurm_job_id, "command": ["sbatch", str(self.script), *self.args],
+                "cwd": str(self.cwd)}
+
+    def _adopt(self, found: dict) -> str | None:
+        if not found.get("slurm_job_id"):
+            return None
+        self.slurm_job_id, self._recorded = found["slurm_job_id"], dict(found)
+        if found.get("status") in _ENDED:
+            return "ended"
+        self._active = True  # squeue/sacct say where it stands at the first poll
+        return "running"
 
     def _refused(self, message: str, returncode: int | None) -> _Ending:
         return _Ending("failed", returncode, "failed", (Anomaly("sbatch_refused", True, None, message, message),))
@@ -437,19 +578,46 @@ class SlurmJob(_WatchedJob):
 # ---------------------------------------------------------------- choosing
 
 
+def default_record(log_path: Path) -> Path | None:
+    """Inside a run (``ORCHESTRATOR_RUN_DIR`` set by the runner): ``runs/RUN/jobs/<log folder>.json``."""
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    return Path(run_dir) / "jobs" / f"{Path(log_path).parent.name}.json" if run_dir else None
+
+
 def make_job(launch_script: Path, args: list[str], *, use_slurm: bool, log_path: Path,
              env: dict[str, str] | None = None, monitor: MonitorConfig = MonitorConfig(),
              poll_s: float | None = None, timeout_s: float | None = None,
-             on_progress: ProgressCallback | None = None, run: Runner | None = None) -> TrainingJob | SlurmJob:
+             on_progress: ProgressCallback | None = None, run: Runner | None = None,
+             record: Path | None = None) -> TrainingJob | SlurmJob:
     """The job for ``launch_script args``: ``sbatch`` it, or ``bash`` it here with PYTHON = this interpreter.
 
     Both run in the script's folder (the script cds there); ``log_path`` is the train.logs to watch.
-    ``run`` is SlurmJob's command runner.
+    ``run`` is SlurmJob's command runner. ``record`` (default: ``default_record``) makes the job its
+    run's: adopted, not duplicated, after a crash. Without a record, job.stdout / job.stderr go beside
+    train.logs.
     """
     workdir = Path(launch_script).resolve().parent
+    record = record or default_record(log_path)
     if use_slurm:
-        return SlurmJob(workdir / Path(launch_script).name, args, workdir, log_path, run=run, monitor=monitor,
-                        poll_s=poll_s or 30.0, timeout_s=timeout_s, on_progress=on_progress)
+        job = SlurmJob(workdir / Path(launch_script).name, args, workdir, log_path, run=run, monitor=monitor,
+                       poll_s=poll_s or 30.0, timeout_s=timeout_s, on_progress=on_progress)
+        job.record = record
+        return job
     env = {"PYTHON": os.environ.get("PYTHON", sys.executable), **(env or {})}
     return TrainingJob(["bash", str(Path(launch_script).resolve()), *args], workdir, log_path, env=env,
-                       monitor=monitor, poll_s=poll_s or 2.0, timeout_s=timeout_s, on_progress=on_progress)
+                       monitor=monitor, poll_s=poll_s or 2.0, timeout_s=timeout_s, on_progress=on_progress,
+                       output_dir=Path(log_path).parent, record=record)
+
+
+def live_jobs(jobs_dir: Path) -> dict[str, int]:
+    """Local jobs recorded in `jobs_dir` whose process still runs: record name -> process group."""
+    live = {}
+    for path in sorted(Path(jobs_dir).glob("*.json")):
+        try:
+            found = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        pgid = found.get("pgid")
+        if pgid and found.get("status") == "running" and _start_ticks(pgid) == found.get("start_ticks"):
+            live[path.stem] = pgid
+    return live

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,11 +100,16 @@ class Workspace:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._repo: git.Repo | None = None
+        # called with (sha, parent, node, attempt, branch) right after each commit: the run's journal
+        self.on_commit: Callable[[str, str, str, int, str], None] | None = None
 
     @classmethod
-    def open(cls, root: Path) -> Workspace:
-        """Open the workspace at ``root``, creating the repository (with an initial empty commit) if missing."""
+    def open(cls, root: Path, *, create: bool = True) -> Workspace:
+        """Open the workspace at ``root``, creating the repository (with an initial empty commit) if missing
+        and ``create``; without ``create`` a missing or broken repository is a ``WorkspaceError``."""
         root = Path(root)
+        if not create and not (root / ".git").exists():
+            raise WorkspaceError(f"workspace {root} is missing or is not a git repository")
         with _git_errors(f"cannot open workspace {root}"):
             root.mkdir(parents=True, exist_ok=True)
             repo = git.Repo(root) if (root / ".git").exists() else git.Repo.init(root)
@@ -127,13 +132,15 @@ class Workspace:
                 self._repo = git.Repo(self.root)
         return self._repo
 
-    def checkout_run_branch(self, run_id: str, *, fresh: bool = False) -> None:
+    def checkout_run_branch(self, run_id: str, *, fresh: bool = False, force: bool = False) -> None:
         """Check out ``run/<run_id>``, creating it if it does not exist: from the current HEAD (so a
-        re-run reuses earlier outputs) or, when ``fresh``, from the workspace's initial commit."""
+        re-run reuses earlier outputs) or, when ``fresh``, from the workspace's initial commit.
+        ``force`` discards uncommitted changes in the way (a crashed run's half-written files)."""
         branch = f"run/{run_id}"
         with _git_errors(f"cannot check out {branch}"):
             if branch in self.repo.heads:
-                self.repo.git.checkout(branch)
+                if self.repo.head.is_detached or self.repo.active_branch.name != branch:
+                    self.repo.git.checkout(*(["-f"] if force else []), branch)
             elif fresh:
                 root = self.repo.git.rev_list("--max-parents=0", "HEAD").splitlines()[-1]
                 self.repo.git.checkout("-b", branch, root)
@@ -188,9 +195,13 @@ class Workspace:
                 self.repo.git.add("--all", "--", *paths)
             if not self.repo.is_dirty(index=True, working_tree=False, untracked_files=False) and not allow_empty:
                 return None
+            parent = self.repo.head.commit.hexsha
             # verbatim: keep the message byte for byte (no whitespace or comment cleanup).
             self.repo.git.commit("--cleanup=verbatim", "--no-gpg-sign", "--allow-empty", "-m", message)
-            return self.repo.head.commit.hexsha
+            sha = self.repo.head.commit.hexsha
+        if self.on_commit is not None:
+            self.on_commit(sha, parent, node, attempt, self.current_branch())
+        return sha
 
     def history(self, branch: str | None = None) -> list[Attempt]:
         """The attempt commits on ``branch`` (default: the current one), oldest first."""
@@ -219,6 +230,41 @@ class Workspace:
                     )
                 )
             return attempts
+
+    def has_branch(self, name: str) -> bool:
+        with _git_errors(f"cannot list the branches of {self.root}"):
+            return name in self.repo.heads
+
+    def is_ancestor(self, older: str, newer: str = "HEAD") -> bool:
+        """True when ``older`` is a commit of ``newer``'s history (False for an unknown sha too)."""
+        try:
+            self.repo.git.merge_base("--is-ancestor", older, newer)
+            return True
+        except ANY_GIT_ERROR:
+            return False
+
+    def commits_since(self, sha: str) -> list[str]:
+        """The commits after ``sha`` on the current branch, oldest first."""
+        with _git_errors(f"cannot list the commits after {sha[:10]}"):
+            return self.repo.git.rev_list("--reverse", f"{sha}..HEAD").split()
+
+    def changed_files(self) -> list[str]:
+        """Tracked files that differ from HEAD, and untracked files (not ignored), relative to the root."""
+        with _git_errors("cannot read the workspace status"):
+            lines = self.repo.git.status("--porcelain", "--untracked-files=all", "-z").split("\0")
+        return sorted(line[3:] for line in lines if line)
+
+    def restore(self, sha: str, *, keep: list[str] = ()) -> list[str]:
+        """Put the branch and the working tree back at ``sha``: later commits leave the branch, changes to
+        tracked files are undone and untracked files removed, except under the folders in ``keep``.
+        Returns what was discarded (files, and the commits as ``commit SHA``)."""
+        with _git_errors(f"cannot restore the workspace to {sha[:10]}"):
+            dropped = [f"commit {c}" for c in self.repo.git.rev_list(f"{sha}..HEAD").split()]
+            changed = [f for f in self.changed_files() if not any(f.startswith(k.rstrip("/") + "/") for k in keep)]
+            self.repo.git.reset("--hard", sha)
+            excludes = [arg for k in keep for arg in ("-e", f"/{k.strip('/')}/")]
+            self.repo.git.clean("-f", "-d", *excludes)
+        return dropped + changed
 
     def head_sha(self) -> str:
         with _git_errors("cannot resolve HEAD"):

@@ -393,3 +393,35 @@ def test_usage_adds_and_totals():
     total = Usage(1, 2, 3, 4) + Usage(10, 20, 30, 40)
     assert total == Usage(11, 22, 33, 44)
     assert total.total_tokens == 110
+
+
+def test_stream_timeout_error_event_is_retried_like_a_504(httpserver: HTTPServer, make, retries):
+    respond_sse(httpserver, sse(stream_events([])[0], error_json("timeout_error", "Request timed out")))
+    respond_sse(httpserver, sse(*stream_events(["ok"])))
+
+    assert make().complete(USER).text == "ok"
+    assert "timeout_error" in retries[0]
+
+
+def test_retry_after_ms_is_obeyed_before_retry_after(httpserver: HTTPServer, make, sleeps):
+    httpserver.expect_ordered_request(PATH, method="POST").respond_with_json(
+        error_json("overloaded_error", "Overloaded"), status=529,
+        headers={"retry-after-ms": "2500", "retry-after": "9"})
+    httpserver.expect_ordered_request(PATH, method="POST").respond_with_json(message_json())
+
+    make(backoff_initial_s=0.1, backoff_max_s=60.0).complete(USER, max_tokens=100)
+
+    assert sleeps == [pytest.approx(2.5)]
+
+
+def test_replay_keyed_by_tag_continues_where_a_run_stopped(tmp_path: Path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"replies": [{"tag": "a", "text": "a1"}, {"tag": "fix", "text": "f1"},
+                                            {"tag": "fix", "text": "f2"}, {"tag": "b", "text": "b1"}]}))
+    resumed = ReplayLLM(transcript=path, answered={"a": 1, "fix": 1})
+
+    assert resumed.complete(USER, tag="fix").text == "f2"
+    assert resumed.complete(USER, tag="b").text == "b1"
+    assert resumed.remaining == 0
+    with pytest.raises(LLMError, match=r"no reply #3 for 'fix'"):
+        resumed.complete(USER, tag="fix")

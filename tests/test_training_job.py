@@ -6,6 +6,7 @@ tests advance an injected clock by minutes per poll."""
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 import time
@@ -339,3 +340,66 @@ def test_silent_running_slurm_job_is_hung_and_cancelled(tmp_path: Path) -> None:
 
     assert result.status == "hung" and result.anomalies[0].kind == "hung"
     assert fake.called("scancel") == [["scancel", JOB_ID]]
+
+
+# ---------------------------------------------------------------- job records: adopted, never duplicated
+
+
+def test_a_recorded_live_job_is_adopted_not_started_twice(tmp_path: Path) -> None:
+    """A job started by an earlier (killed) process: a new watch with the same record follows that job."""
+    script = write_child(tmp_path, """
+        open("started.txt", "a").write("x")
+        line("start", model="tiny", updates=2, episodes=16)
+        while not os.path.exists("go"):
+            time.sleep(0.01)
+        train(1); train(2)
+        line("done", updates=2, episodes=16)
+    """)
+    record = tmp_path / "jobs" / "formal-1.json"
+    earlier = local_job(tmp_path, script, record=record)
+    assert earlier._start() is None  # what the killed process did: start it and write the record
+    earlier._save_record(**earlier._describe(), first_record=0, log_path=str(earlier.log_path), status="running")
+
+    later = local_job(tmp_path, script, record=record)
+    (tmp_path / "go").touch()
+    result = later.run()
+
+    assert result.status == "finished" and result.returncode == 0
+    assert [r.kind for r in result.records] == ["start", "train", "train", "done"]
+    assert (tmp_path / "started.txt").read_text() == "x"  # one job, not two
+    saved = json.loads(record.read_text())
+    assert saved["status"] == "finished" and saved["pgid"] == earlier.pid
+
+
+def test_a_recorded_job_that_ended_unwatched_is_not_run_again(tmp_path: Path) -> None:
+    script = write_child(tmp_path, """
+        open("started.txt", "a").write("x")
+        line("start", model="tiny", updates=1, episodes=8)
+        train(1)
+        line("done", updates=1, episodes=8)
+    """)
+    record = tmp_path / "jobs" / "formal-1.json"
+    earlier = local_job(tmp_path, script, record=record)
+    earlier._start()
+    earlier._save_record(**earlier._describe(), first_record=0, log_path=str(earlier.log_path), status="running")
+    earlier._proc.wait()  # it ends while nobody watches; the wrapper leaves its exit code beside the record
+
+    result = local_job(tmp_path, script, record=record).run()
+
+    assert result.status == "finished" and result.returncode == 0
+    assert (tmp_path / "started.txt").read_text() == "x"
+
+
+def test_a_recorded_slurm_job_is_watched_again_without_sbatch(tmp_path: Path) -> None:
+    record = tmp_path / "jobs" / "formal-1.json"
+    record.parent.mkdir()
+    record.write_text(json.dumps({"slurm_job_id": JOB_ID, "status": "running", "first_record": 0}))
+    fake = FakeSlurm(tmp_path, ["RUNNING", None], appends={0: ["start updates=1 episodes=8", TRAIN.format(u=1, e=8),
+                                                               "done updates=1 episodes=8"]})
+    job = slurm_job(tmp_path, fake)
+    job.record = record
+    result = job.run()
+
+    assert result.status == "finished" and result.slurm_job_id == JOB_ID
+    assert not fake.called("sbatch")
+    assert json.loads(record.read_text())["status"] == "finished"

@@ -1,0 +1,391 @@
+"""Crash consistency with real processes and real signals: `python -m orchestrator` is SIGKILLed (its whole
+process group, as a terminal or a scheduler would) at exact moments, then plainly resumed.
+
+The moment is exact, not timed: with ORCHESTRATOR_HALT_AT=KIND:KEY the process stops at that point (a
+journal record written, a checkpoint on disk, a training job started or ended), writes
+ORCHESTRATOR_HALT_FILE and waits; the test polls for that file (bounded) and sends the signal.
+A chain kills one run at many moments in turn, resuming after each, then checks the end state against
+what an uninterrupted run leaves: every reply answered once, the same files, no attempt twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import git
+import pytest
+from conftest import REFERENCE, SOURCE_OF_TRUTH, file_answer, reference_replies, write_transcript
+
+from orchestrator.journal import Journal
+from orchestrator.llm import Usage
+from orchestrator.monitor import parse_log
+from orchestrator.runlock import RUN_DIR_ENV
+
+HALT_WAIT_S = 300.0  # generous: the machine may be loaded; a halt normally comes within seconds
+IMPORT_FAULT = ("import prompt_template\n", "import prompt_templates\n")
+GENERATED = ["helpers.py", "helper_readme.md", "prompt_template.py", "train.py", "launch_training.sh",
+             "env_move.py", "grpo_config.py", "grpo_template.py"]
+
+
+def orchestrator(project: Path, *args: str, halt: str | None = None) -> tuple[subprocess.Popen, Path]:
+    marker = project.parent / f"halted-{time.monotonic_ns()}"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("ORCHESTRATOR_HALT_AT", None)
+    if halt:
+        env |= {"ORCHESTRATOR_HALT_AT": halt, "ORCHESTRATOR_HALT_FILE": str(marker)}
+    proc = subprocess.Popen([sys.executable, "-m", "orchestrator", *args, "--project-root", str(project)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    return proc, marker
+
+
+def halt_and_signal(proc: subprocess.Popen, marker: Path, sig: int = signal.SIGKILL) -> str:
+    """Wait for the halt point, then signal the orchestrator's whole process group; its output."""
+    deadline = time.monotonic() + HALT_WAIT_S
+    while not marker.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"ended (rc {proc.returncode}) before its halt point:\n{proc.stdout.read()[-3000:]}")
+        assert time.monotonic() < deadline, "no halt point within the wait"
+        time.sleep(0.02)
+    os.killpg(proc.pid, sig)
+    out, _ = proc.communicate(timeout=120)
+    return out
+
+
+def finish(proc: subprocess.Popen) -> tuple[int, str]:
+    out, _ = proc.communicate(timeout=600)
+    return proc.returncode, out
+
+
+def run_processes_of(run_dir: Path) -> list[int]:
+    """Every live process (any owner) working for this run, found by the environment the runner gives them."""
+    wanted, found = str(run_dir.resolve()), []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if f"{RUN_DIR_ENV}={wanted}".encode() in environ and state not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+def final_state(project: Path, run_id: str) -> dict:
+    """The run's latest checkpointed values, read straight from SQLite through LangGraph."""
+    from orchestrator.runner import open_graph, thread
+
+    with open_graph(project / "runs" / run_id) as graph:
+        return graph.get_state(thread(run_id)).values
+
+
+def check_end_state(project: Path, run_id: str, replies: list[dict], expected_commits: list[str]) -> dict:
+    run_dir = project / "runs" / run_id
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "done"
+    state = final_state(project, run_id)
+    # nothing doubled: each attempt once, each commit once, in the order of an uninterrupted run
+    pairs = [(a["node"], a["attempt"]) for a in state["attempts"]]
+    assert len(pairs) == len(set(pairs)), pairs
+    subjects = git.Repo(project / "workspace").git.log(f"run/{run_id}", "--format=%s").splitlines()[::-1]
+    assert [s.split(" attempt")[0] for s in subjects[1:]] == expected_commits
+    assert [s.split(":")[0] for s in subjects[1:]] == [f"{n} attempt {a}" for n, a in pairs if n in expected_commits]
+    # nothing lost: the server answered each scripted reply once, and the ledger holds exactly those answers
+    answered = Journal(run_dir / "journal.jsonl").records("llm_answer")
+    assert [r["tag"] for r in answered] == [r["tag"] for r in replies]
+    paid = sum(Usage(**r["usage"]).total_tokens for r in answered)
+    assert paid == sum(Usage(**r["usage"]).total_tokens for r in replies)
+    ledger_tokens = sum(row["tokens"] for row in state["ledger"].values())
+    assert ledger_tokens == paid
+    assert sorted(seq for row in state["ledger"].values() for seq in row.get("answers", [])) == \
+        sorted(r["seq"] for r in answered)
+    assert f"Tokens: {paid}," in (run_dir / "report.md").read_text()
+    # no stray process, nothing half-written left behind
+    assert run_processes_of(run_dir) == []
+    assert git.Repo(project / "workspace").git.status("--porcelain") == ""
+    return state
+
+
+# ---------------------------------------------------------------- Steps 0-4 and the import-fix loop
+
+def loop_replies() -> list[dict]:
+    replies = reference_replies()
+    replies[2] = {**replies[2], "text": replies[2]["text"].replace(*IMPORT_FAULT)}
+    assert IMPORT_FAULT[1] in replies[2]["text"]
+    fix = ("FILE: train.py\n<<<<<<< SEARCH\n" + IMPORT_FAULT[1] + "=======\n" + IMPORT_FAULT[0]
+           + ">>>>>>> REPLACE\n")
+    return [*replies, {"tag": "fix", "text": fix, "usage": {"input_tokens": 3000, "output_tokens": 100}}]
+
+
+# (moment, what was done there); in the order an uninterrupted run reaches them
+LOOP_MOMENTS = [
+    ("checkpoint:setup", "boundary: before setup (only the input is checkpointed)"),
+    ("commit:setup", "inside setup: committed, not checkpointed"),
+    ("checkpoint:generate_helpers", "boundary: setup -> generate_helpers"),
+    ("llm_answer:generate_helpers", "inside generate_helpers: answer paid, nothing written"),
+    ("commit:generate_prompts", "inside generate_prompts: committed, not checkpointed"),
+    ("checkpoint:generate_train", "boundary: generate_prompts -> generate_train"),
+    ("llm_answer:generate_train", "inside generate_train: answer paid, nothing written"),
+    ("checkpoint:generate_launch", "boundary: generate_train -> generate_launch"),
+    ("commit:generate_launch", "inside generate_launch: committed, not checkpointed"),
+    ("checkpoint:rules", "boundary: generate_launch -> rules"),
+    ("checkpoint:import_check", "boundary: rules -> import_check"),
+    ("checkpoint:fix", "boundary: import_check (failed, evidence saved) -> fix"),
+    ("llm_answer:fix", "inside fix: answer paid, edit not applied"),
+    ("commit:fix", "inside fix: edit committed, not checkpointed"),
+    ("checkpoint:import_check", "boundary: rules -> import_check, second pass"),
+    ("checkpoint:finish", "boundary: import_check (passed) -> finish"),
+]
+
+
+def test_kill_9_at_every_step_boundary_and_inside_each_step_then_resume(project: Path, tmp_path: Path):
+    replies = loop_replies()
+    llm = write_transcript(tmp_path / "t.json", replies)
+    proc, marker = orchestrator(project, "run", "--llm", llm, "--run-id", "r1", "--until", "import_check",
+                                halt=LOOP_MOMENTS[0][0])
+    halt_and_signal(proc, marker)
+    status = subprocess.run([sys.executable, "-m", "orchestrator", "status", "r1", "--project-root", str(project)],
+                            capture_output=True, text=True).stdout
+    assert "crashed" in status  # run.json still says running, but no process holds the workspace
+    for moment, _ in LOOP_MOMENTS[1:]:
+        proc, marker = orchestrator(project, "resume", "r1", halt=moment)
+        halt_and_signal(proc, marker)
+        assert json.loads((project / "runs/r1/run.json").read_text())["status"] == "running"
+    code, out = finish(orchestrator(project, "resume", "r1")[0])
+    assert code == 0, out[-3000:]
+
+    check_end_state(project, "r1", replies, ["setup", "generate_helpers", "generate_prompts", "generate_train",
+                                             "generate_launch", "fix"])
+    for name in GENERATED:
+        expected = (REFERENCE / name) if (REFERENCE / name).exists() else (SOURCE_OF_TRUTH / name)
+        assert (project / "workspace/generated" / name).read_text() == expected.read_text(), name
+    rollbacks = Journal(project / "runs/r1/journal.jsonl").records("rollback")
+    assert len([r for r in rollbacks if r["commits"]]) == 4  # the four kills between a commit and its checkpoint
+
+
+# ---------------------------------------------------------------- the whole demo, formal training included
+
+DEMO_MOMENTS = [
+    ("checkpoint:runtime_check", signal.SIGKILL, "boundary: import_check -> runtime_check"),
+    ("execute:bash", signal.SIGKILL, "inside runtime_check: its training run survives the kill; resume stops it"),
+    ("job_start:formal-1", signal.SIGTERM, "formal job running: SIGTERM stops the job, run interrupted"),
+    ("job_start:formal-1", signal.SIGKILL, "formal job running: the job survives the kill, resume adopts it"),
+    ("job_end:formal-1", signal.SIGKILL, "formal job ended, before its commit: resume takes its outcome"),
+    ("commit:formal_train", signal.SIGKILL, "formal run committed, not checkpointed"),
+    ("llm_answer:review", signal.SIGKILL, "inside review: answer paid, nothing written"),
+    ("commit:review", signal.SIGKILL, "inside review: committed, not checkpointed"),
+    ("checkpoint:finish", signal.SIGKILL, "boundary: review -> finish"),
+]
+
+
+def test_the_demo_killed_at_each_moment_of_formal_training_and_review_resumes_to_the_same_end(
+        project: Path, tiny_model_dir: Path):
+    from orchestrator.demo import transcript
+
+    (project / "models").mkdir()
+    shutil.copytree(tiny_model_dir, project / "models" / "tiny-qwen3")
+    proc, marker = orchestrator(project, "demo", halt=DEMO_MOMENTS[0][0])
+    halt_and_signal(proc, marker, DEMO_MOMENTS[0][1])
+    [run_id] = [p.name for p in (project / "runs").iterdir() if p.is_dir()]
+    run_dir = project / "runs" / run_id
+    for moment, sig, _ in DEMO_MOMENTS[1:]:
+        proc, marker = orchestrator(project, "resume", run_id, halt=moment)
+        out = halt_and_signal(proc, marker, sig)
+        status = json.loads((run_dir / "run.json").read_text())["status"]
+        if sig == signal.SIGTERM:
+            assert proc.returncode == 130 and status == "interrupted", out[-2000:]
+            assert run_processes_of(run_dir) == []  # the job's process group was stopped with the run
+        else:
+            assert status == "running"
+        if sig == signal.SIGKILL and moment in ("job_start:formal-1", "execute:bash"):
+            assert run_processes_of(run_dir), "its own process group outlives a SIGKILL of the orchestrator"
+    code, out = finish(orchestrator(project, "resume", run_id)[0])
+    assert code == 0, out[-3000:]
+
+    replies = transcript()["replies"]
+    state = check_end_state(project, run_id, replies, ["setup", *[r["tag"] for r in replies]])
+    for name in GENERATED:
+        expected = (REFERENCE / name) if (REFERENCE / name).exists() else (SOURCE_OF_TRUTH / name)
+        assert (project / "workspace/generated" / name).read_text() == expected.read_text(), name
+    formal = [a for a in state["attempts"] if a["node"] == "formal_train"]
+    assert [a["outcome"] for a in formal] == ["finished"]
+    # one training run in the formal folder: the one started after the SIGTERM, adopted after the SIGKILL
+    records = parse_log((project / "workspace/training/formal-1/train.logs").read_text())
+    assert [r.kind for r in records].count("start") == 1 and records[-1].kind == "done"
+    job = json.loads((run_dir / "jobs/formal-1.json").read_text())
+    assert job["status"] == "finished" and job["returncode"] == 0
+    assert not list((project / "workspace/generated").glob("job.*"))
+
+
+# ---------------------------------------------------------------- one run per workspace, damaged state
+
+def test_a_second_run_in_the_same_workspace_refuses_with_one_line(project: Path, tmp_path: Path):
+    llm = write_transcript(tmp_path / "t.json", loop_replies())
+    first, marker = orchestrator(project, "run", "--llm", llm, "--run-id", "a", "--until", "generate_launch",
+                                 halt="checkpoint:generate_helpers")
+    try:
+        deadline = time.monotonic() + HALT_WAIT_S
+        while not marker.exists():
+            assert first.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        for run_id in ("b", "a"):
+            code, out = finish(orchestrator(project, "run", "--llm", llm, "--run-id", run_id)[0])
+            assert code == 2, out
+            assert "in use by run a (pid" in out and len(out.strip().splitlines()) == 1, out
+        code, out = finish(orchestrator(project, "resume", "a")[0])
+        assert code == 2 and "in use by run a" in out
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.communicate()
+    assert not (project / "runs/b").exists()
+    code, out = finish(orchestrator(project, "run", "--llm", llm, "--run-id", "a")[0])
+    assert code == 2 and "run a already exists" in out
+
+
+def killed_early_run(project: Path, tmp_path: Path) -> None:
+    llm = write_transcript(tmp_path / "t.json", loop_replies())
+    halt_and_signal(*orchestrator(project, "run", "--llm", llm, "--run-id", "r1", "--until", "generate_launch",
+                                  halt="checkpoint:generate_prompts"))
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("truncate", "checkpoints.sqlite is damaged"),
+    ("empty", "has no checkpoint"),
+    ("workspace", "the workspace"),
+    ("run.json", "run.json is damaged"),
+])
+def test_damaged_state_ends_in_one_line_that_says_what_to_do(project: Path, tmp_path: Path, damage: str,
+                                                             message: str):
+    killed_early_run(project, tmp_path)
+    checkpoint = project / "runs/r1/checkpoints.sqlite"
+    if damage == "truncate":
+        data = checkpoint.read_bytes()
+        checkpoint.write_bytes(data[:100])  # the header cut short: "file is not a database"
+        for extra in ("-wal", "-shm"):
+            Path(f"{checkpoint}{extra}").unlink(missing_ok=True)
+    elif damage == "empty":
+        checkpoint.write_bytes(b"")
+        for extra in ("-wal", "-shm"):
+            Path(f"{checkpoint}{extra}").unlink(missing_ok=True)
+    elif damage == "workspace":
+        shutil.rmtree(project / "workspace")
+    else:
+        (project / "runs/r1/run.json").write_text('{"run_id": "r1", "llm":')
+    code, out = finish(orchestrator(project, "resume", "r1")[0])
+    assert code == 2, out
+    assert message in out and "Traceback" not in out and len(out.strip().splitlines()) <= 2, out
+    if damage == "workspace":
+        assert not (project / "workspace").exists()  # not silently recreated empty
+
+
+def test_a_copied_project_resumes_into_itself(project: Path, tmp_path: Path):
+    killed_early_run(project, tmp_path)
+    saved = json.loads((project / "runs/r1/run.json").read_text())
+    assert saved["project_root"] == "." and not Path(saved["source_of_truth"]).is_absolute()
+    copy = tmp_path / "copy"
+    shutil.copytree(project, copy, symlinks=True)
+    code, out = finish(orchestrator(copy, "resume", "r1")[0])
+    assert code == 0, out[-3000:]
+    assert (copy / "workspace/generated/launch_training.sh").exists()
+    assert not (project / "workspace/generated/train.py").exists()  # the original was left alone
+    assert json.loads((project / "runs/r1/run.json").read_text())["status"] == "running"
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("env_move.py", "", "env_move.py defines no class or function"),
+    ("env_move.py", "def broken(:\n", "env_move.py does not parse"),
+    ("env_move.py", "import not_a_module_xyz\nclass Env: pass\n", "env_move.py does not import"),
+    ("grpo_config.py", "class NotTheConfig: pass\n", "GRPOConfig() with its defaults failed"),
+])
+def test_a_broken_source_of_truth_is_refused_before_any_token(project: Path, tmp_path: Path, name, text, message):
+    (project / "source_of_truth" / name).write_text(text)
+    llm = write_transcript(tmp_path / "t.json", loop_replies())
+    code, out = finish(orchestrator(project, "run", "--llm", llm, "--run-id", "r1")[0])
+    assert code == 2 and message in out, out
+    assert not (project / "runs").exists()
+
+
+@pytest.mark.parametrize("flag, value", [("--max-cost", "-1"), ("--max-tokens", "-5"), ("--max-attempts", "0")])
+def test_negative_caps_and_no_attempts_are_refused(project: Path, tmp_path: Path, flag: str, value: str):
+    llm = write_transcript(tmp_path / "t.json", loop_replies())
+    code, out = finish(orchestrator(project, "run", "--llm", llm, flag, value)[0])
+    assert code == 2 and flag in out, out
+
+
+def test_an_api_outage_after_a_paid_answer_keeps_its_tokens_in_the_report_and_resume_reuses_it(
+        project: Path, tmp_path: Path):
+    """generate_helpers gets a malformed answer, then the LLM fails for good before the re-ask is answered:
+    the paid answer is in the report; a resume with a working LLM reuses it instead of asking again."""
+    replies = loop_replies()
+    bad = {"tag": "generate_helpers", "text": "Sure! Here are the files.", "usage": {"input_tokens": 700, "output_tokens": 7}}
+    outage = write_transcript(tmp_path / "outage.json", [bad])
+    code, out = finish(orchestrator(project, "run", "--llm", outage, "--run-id", "r1", "--until", "generate_prompts")[0])
+    assert code == 1 and "LLM error" in out, out
+    report = (project / "runs/r1/report.md").read_text()
+    assert "failed" in report and "Tokens: 707," in report and "of which 707 tokens" in report
+    status = subprocess.run([sys.executable, "-m", "orchestrator", "status", "r1", "--project-root", str(project)],
+                            capture_output=True, text=True).stdout
+    assert "spent 707 tokens" in status
+
+    working = write_transcript(tmp_path / "working.json", replies)
+    code, out = finish(orchestrator(project, "resume", "r1", "--llm", working)[0])
+    assert code == 0, out[-3000:]
+    state = final_state(project, "r1")
+    assert state["ledger"]["generate_helpers"]["calls"] == 2  # the reused bad answer, then the re-ask
+    assert state["ledger"]["generate_helpers"]["tokens"] == 707 + Usage(**replies[0]["usage"]).total_tokens
+    journal = Journal(project / "runs/r1/journal.jsonl")
+    assert [r["tag"] for r in journal.records("llm_answer")] == ["generate_helpers", "generate_helpers",
+                                                                 "generate_prompts"]
+    assert len(journal.records("llm_reused")) == 1
+
+
+def test_sqlite_checkpoint_is_on_disk_before_the_next_node_starts(project: Path, tmp_path: Path):
+    """`durability="sync"`: halted right at the boundary, a fresh reader sees the checkpoint."""
+    llm = write_transcript(tmp_path / "t.json", loop_replies())
+    proc, marker = orchestrator(project, "run", "--llm", llm, "--run-id", "r1", "--until", "generate_launch",
+                                halt="checkpoint:generate_train")
+    try:
+        deadline = time.monotonic() + HALT_WAIT_S
+        while not marker.exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        with sqlite3.connect(project / "runs/r1/checkpoints.sqlite") as db:
+            assert db.execute("select count(*) from checkpoints").fetchone()[0] >= 4
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+
+
+def test_api_retries_reach_the_run_log_and_events(project: Path, httpserver, monkeypatch):
+    """A 529 then answers: the retry is an `llm_retry` event in events.jsonl and claude.logs, not stderr only."""
+    from messages_api import error_json, sse, stream_events
+    from werkzeug import Response
+
+    from conftest import GENERATION_STEPS
+    from orchestrator.runner import start_run
+
+    answers = [file_answer(*GENERATION_STEPS["generate_helpers"])]
+    calls = []
+
+    def handler(request):
+        calls.append(request)
+        if len(calls) == 1:
+            return Response(json.dumps(error_json("overloaded_error", "Overloaded")), status=529,
+                            headers={"retry-after-ms": "10"}, content_type="application/json")
+        return Response(sse(*stream_events([answers[0]])), content_type="text/event-stream")
+
+    httpserver.expect_request("/v1/messages", method="POST").respond_with_handler(handler)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", httpserver.url_for(""))
+    outcome = start_run(project, llm="anthropic", run_id="r1", until="generate_helpers")
+    assert outcome.status == "done", outcome.reason
+    events = [json.loads(line) for line in (project / "runs/r1/events.jsonl").read_text().splitlines()]
+    [retry] = [e for e in events if e["action"] == "llm_retry"]
+    assert retry["node"] == "generate_helpers" and "HTTP 529 overloaded_error" in retry["result"]
+    assert "action=llm_retry" in (project / "claude.logs").read_text()
