@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,15 +37,31 @@ def load_config_class(path: Path) -> type:
 
 def field_defaults(config_cls: type) -> dict[str, Any]:
     """Each field's default value (None for a field without one), in declaration order."""
-    defaults: dict[str, Any] = {}
+    return {f.name: field_defaults_one(f) for f in dataclasses.fields(config_cls)}
+
+
+def field_kinds(config_cls: type) -> dict[str, str]:
+    """Each field's kind (bool, int, float, str or other): its default's, or read from its annotation when it
+    has none (a required field, or `Optional[int] = None`)."""
+    kinds = {}
     for f in dataclasses.fields(config_cls):
-        if f.default is not dataclasses.MISSING:
-            defaults[f.name] = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            defaults[f.name] = f.default_factory()
-        else:
-            defaults[f.name] = None
-    return defaults
+        default = field_defaults_one(f)
+        kinds[f.name] = value_kind(default) if default is not None else annotation_kind(f.type)
+    return kinds
+
+
+def annotation_kind(annotation: Any) -> str:
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    names = [n for n in re.findall(r"[A-Za-z_]+", text) if n not in ("Optional", "None", "typing", "Union")]
+    return names[0] if len(names) == 1 and names[0] in ("bool", "int", "float", "str") else "other"
+
+
+def field_defaults_one(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
 
 
 def value_kind(value: Any) -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.checks import RuntimeCheckSpec
-from orchestrator.config_file import accepted_values, field_defaults, field_help, load_config_class, value_kind
+from orchestrator.config_file import accepted_values, field_help, field_kinds, load_config_class, value_kind
 from orchestrator.formal import FormalSpec
 from orchestrator.roles import ConfigRoles, parses_command_line, suggest_roles, validate_roles
 from orchestrator.runner import RunOutcome, SetupError, start_run
@@ -81,23 +81,23 @@ def recorded_roles(ex: Example) -> dict[str, Any]:
     config_text = (ex.source_of_truth / "grpo_config.py").read_text()
     if ex.roles_file.exists():
         return json.loads(ex.roles_file.read_text())
-    defaults = field_defaults(load_config_class(ex.source_of_truth / "grpo_config.py"))
+    kinds = field_kinds(load_config_class(ex.source_of_truth / "grpo_config.py"))
     cli = parses_command_line((ex.source_of_truth / "grpo_template.py").read_text(), config_text)
-    return suggest_roles(defaults, field_help(config_text), cli_possible=cli)
+    return suggest_roles(kinds, field_help(config_text), cli_possible=cli)
 
 
 def formal_proposal(ex: Example, answer: dict[str, Any]) -> dict[str, Any]:
     """FORMAL_BY_ROLE in the example config's field names, each value of the field's own kind."""
     config_path = ex.source_of_truth / "grpo_config.py"
-    defaults = field_defaults(load_config_class(config_path))
-    roles = validate_roles(answer, defaults, cli_possible=parses_command_line(
+    config_cls = load_config_class(config_path)
+    kinds = field_kinds(config_cls)
+    roles = validate_roles(answer, kinds, cli_possible=parses_command_line(
         (ex.source_of_truth / "grpo_template.py").read_text(), config_path.read_text()))
     proposal = {}
     for name, value in roles.to_fields(FORMAL_BY_ROLE).items():
-        if value_kind(defaults[name]) == value_kind(value) or (value_kind(defaults[name]) == "float"
-                                                                and value_kind(value) == "int"):
+        if kinds[name] == value_kind(value) or (kinds[name] == "float" and value_kind(value) == "int"):
             proposal[name] = value
-    return accepted_values(load_config_class(config_path), proposal)[0]
+    return accepted_values(config_cls, proposal)[0]
 
 
 def faults(train_text: str) -> list[tuple[str, str]]:

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config_file import set_values, value_kind
+from orchestrator.config_file import set_values
 
 CLI, CONFIG_FILE = "cli", "config_file"
 DELIVERIES = (CLI, CONFIG_FILE)
@@ -103,9 +103,9 @@ def parses_command_line(*texts: str) -> bool:
     return any(_CLI_PARSING.search(text) for text in texts)
 
 
-def validate_roles(answer: dict[str, Any], defaults: dict[str, Any], *, cli_possible: bool) -> ConfigRoles:
+def validate_roles(answer: dict[str, Any], kinds: dict[str, str], *, cli_possible: bool) -> ConfigRoles:
     """The LLM's answer {"roles": {role: field | null}, "delivery": ...} checked against the real
-    config's fields and their default values; ValueError listing every problem."""
+    config's fields and their kinds (config_file.field_kinds); ValueError listing every problem."""
     if not isinstance(answer, dict) or not isinstance(answer.get("roles"), dict):
         raise ValueError('the answer must be a JSON object {"roles": {ROLE: FIELD or null, ...}, "delivery": ...}')
     problems: list[str] = []
@@ -115,11 +115,10 @@ def validate_roles(answer: dict[str, Any], defaults: dict[str, Any], *, cli_poss
             problems.append(f"{role!r} is not a role; the roles are {', '.join(ROLES)}")
         elif name is None or name == "":
             roles[role] = None
-        elif not isinstance(name, str) or name not in defaults:
-            problems.append(f"{role}: {name!r} is not a GRPOConfig field; fields: {', '.join(defaults)}")
-        elif not _kind_fits(ROLES[role].kind, value_kind(defaults[name])):
-            problems.append(f"{role}: field {name!r} holds a {value_kind(defaults[name])} "
-                            f"({defaults[name]!r}) but the role needs a {ROLES[role].kind}")
+        elif not isinstance(name, str) or name not in kinds:
+            problems.append(f"{role}: {name!r} is not a GRPOConfig field; fields: {', '.join(kinds)}")
+        elif not _kind_fits(ROLES[role].kind, kinds[name]):
+            problems.append(f"{role}: field {name!r} holds a {kinds[name]} but the role needs a {ROLES[role].kind}")
         else:
             roles[role] = name
     owners: dict[str, list[str]] = {}
@@ -207,7 +206,7 @@ def words(name: str) -> set[str]:
     return {w for w in re.split(r"[^a-z0-9]+", spaced.lower()) if w}
 
 
-def suggest_roles(defaults: dict[str, Any], helps: dict[str, str] | None = None, *,
+def suggest_roles(kinds: dict[str, str], helps: dict[str, str] | None = None, *,
                   cli_possible: bool) -> dict[str, Any]:
     """A first guess at the mapping from field names (and help texts), in the answer's JSON form."""
     helps = helps or {}
@@ -216,16 +215,16 @@ def suggest_roles(defaults: dict[str, Any], helps: dict[str, str] | None = None,
     for role, (alternatives, forbidden) in _HINTS.items():
         chosen[role] = None
         for wanted in alternatives:
-            match = next((name for name, value in defaults.items()
+            match = next((name for name, kind in kinds.items()
                           if wanted <= words(name) and not forbidden & words(name)
-                          and _kind_fits(ROLES[role].kind, value_kind(value))
+                          and _kind_fits(ROLES[role].kind, kind)
                           and (name not in taken or role in SHARED_ROLES)), None)
             if match:
                 chosen[role] = match
                 taken.add(match)
                 break
     if chosen["agent_count"] is None:
-        chosen["agent_count"] = next((name for name, value in defaults.items() if value_kind(value) == "int"
+        chosen["agent_count"] = next((name for name, kind in kinds.items() if kind == "int"
                                       and name not in taken and _AGENT_WORDS.search(helps.get(name, ""))
                                       and {"num", "n", "count"} & words(name)), None)
     return {"roles": chosen, "delivery": CLI if cli_possible else CONFIG_FILE,

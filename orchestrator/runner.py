@@ -159,8 +159,14 @@ import sys
 sys.path.insert(0, sys.argv[1])
 problems = []
 try:
+    import dataclasses
     import grpo_config
-    grpo_config.GRPOConfig()
+    config_cls = grpo_config.GRPOConfig
+    if not dataclasses.is_dataclass(config_cls):
+        problems.append("grpo_config.py: GRPOConfig is not a dataclass")
+    elif all(f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+             for f in dataclasses.fields(config_cls)):  # required fields are given at launch, e.g. as flags
+        config_cls()
 except BaseException as exc:
     problems.append(f"grpo_config.py: GRPOConfig() with its defaults failed: {type(exc).__name__}: {exc}")
 try:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from conftest import SOURCE_OF_TRUTH
 
-from orchestrator.config_file import load_config_class
+from orchestrator.config_file import field_kinds, load_config_class
 from orchestrator.demo import example, recorded_roles
 from orchestrator.formal import (DEFAULT_MODEL, config_values, is_stand_in, mostly_unparseable, parse_proposal,
                                  token_cap_raise, vet)
@@ -25,7 +25,7 @@ def config_cls():
 
 @pytest.fixture(scope="module")
 def roles(config_cls) -> ConfigRoles:
-    return validate_roles(recorded_roles(example("cleanup")), config_values(config_cls), cli_possible=True)
+    return validate_roles(recorded_roles(example("cleanup")), field_kinds(config_cls), cli_possible=True)
 
 
 def test_proposal_is_read_from_a_json_block():

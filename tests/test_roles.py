@@ -12,7 +12,7 @@ import pytest
 from conftest import SOURCE_OF_TRUTH, write_transcript
 
 from orchestrator.checks import RuntimeCheckSpec
-from orchestrator.config_file import field_defaults, field_help, load_config_class, set_values
+from orchestrator.config_file import field_defaults, field_help, field_kinds, load_config_class, set_values
 from orchestrator.demo import example, recorded_roles
 from orchestrator.roles import CONFIG_FILE, ConfigRoles, deliver, parses_command_line, suggest_roles, validate_roles
 from orchestrator.runner import start_run
@@ -31,13 +31,13 @@ EXPECTED = {  # role -> field, as a reader of each example's template would map 
 }
 
 
-def defaults_of(name: str) -> dict:
-    return field_defaults(load_config_class(example(name).source_of_truth / "grpo_config.py"))
+def kinds_of(name: str) -> dict:
+    return field_kinds(load_config_class(example(name).source_of_truth / "grpo_config.py"))
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_the_recorded_mapping_of_each_example_validates(name: str) -> None:
-    roles = validate_roles(recorded_roles(example(name)), defaults_of(name), cli_possible=True)
+    roles = validate_roles(recorded_roles(example(name)), kinds_of(name), cli_possible=True)
     assert {role: roles.field_of(role) for role in EXPECTED[name]} == EXPECTED[name]
     assert roles.delivery == "cli"
 
@@ -46,17 +46,17 @@ def test_the_recorded_mapping_of_each_example_validates(name: str) -> None:
 def test_the_first_guess_gets_the_sizes_and_caps_right(name: str) -> None:
     ex = example(name)
     text = (ex.source_of_truth / "grpo_config.py").read_text()
-    guess = suggest_roles(defaults_of(name), field_help(text), cli_possible=True)["roles"]
+    guess = suggest_roles(kinds_of(name), field_help(text), cli_possible=True)["roles"]
     for role in ("model", "group_generations", "episode_turns", "thinking_cap", "action_cap", "micro_batch"):
         assert guess[role] == EXPECTED[name][role], role
 
 
 def test_a_wrong_mapping_is_refused_with_every_problem() -> None:
-    defaults = defaults_of("cleanup")
+    kinds = kinds_of("cleanup")
     answer = {"roles": {"model": "model_path", "group_generations": "bf16", "speed": "seed",
                         "micro_batch": "episodes", "episodes_total": "episodes"}, "delivery": "cli"}
     with pytest.raises(ValueError) as error:
-        validate_roles(answer, defaults, cli_possible=True)
+        validate_roles(answer, kinds, cli_possible=True)
     message = str(error.value)
     assert "'model_path' is not a GRPOConfig field" in message and "holds a bool" in message
     assert "'speed' is not a role" in message and "given to several roles" in message
@@ -64,7 +64,7 @@ def test_a_wrong_mapping_is_refused_with_every_problem() -> None:
 
 def test_cli_delivery_needs_a_template_that_parses_flags() -> None:
     with pytest.raises(ValueError, match="use 'config_file'"):
-        validate_roles({"roles": {}, "delivery": "cli"}, defaults_of("cleanup"), cli_possible=False)
+        validate_roles({"roles": {}, "delivery": "cli"}, kinds_of("cleanup"), cli_possible=False)
 
 
 def test_detecting_command_line_parsing() -> None:
@@ -119,9 +119,9 @@ def test_a_template_without_flags_gets_its_short_run_through_the_config(tmp_path
     reference = tmp_path / "reference"
     shutil.copytree(example("cleanup").reference, reference)
     _without_command_line(reference)
-    defaults = field_defaults(load_config_class(project / "source_of_truth" / "grpo_config.py"))
     assert not parses_command_line(*(p.read_text() for p in (project / "source_of_truth").glob("*.py")))
-    guess = suggest_roles(defaults, cli_possible=False)
+    guess = suggest_roles(field_kinds(load_config_class(project / "source_of_truth" / "grpo_config.py")),
+                          cli_possible=False)
     replies = [{"tag": "map_roles", "text": f"```json\n{json.dumps(guess)}\n```"}] + [
         {"tag": tag, "text": "\n".join(f"FILE: {n}\n````\n{(reference / n).read_text()}````\n" for n in names)}
         for tag, names in (("generate_helpers", ("helpers.py", "helper_readme.md")),

@@ -22,7 +22,8 @@ BASE = GRPOConfig().to_dict()
 KNOWN = {f.name for f in dataclasses.fields(GRPOConfig)}
 
 
-ROLES = validate_roles(recorded_roles(example("cleanup")), BASE, cli_possible=True)
+ROLES = validate_roles(recorded_roles(example("cleanup")), {k: type(v).__name__ for k, v in BASE.items()},
+                       cli_possible=True)
 
 
 def config(**changes) -> dict:

@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 
 from orchestrator.actionlog import Event
 from orchestrator.asking import ask
-from orchestrator.config_file import field_defaults, field_help, load_config_class
+from orchestrator.config_file import field_help, field_kinds, load_config_class
 from orchestrator.limits import ensure_budget
 from orchestrator.prompts import file_blocks, render
 from orchestrator.roles import ROLES, ConfigRoles, parse_roles_answer, parses_command_line, suggest_roles, validate_roles
@@ -28,11 +28,11 @@ def map_roles(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
     config_text = ctx.workspace.read(f"{GENERATED_DIR}/grpo_config.py") or ""
     template_text = ctx.workspace.read(f"{GENERATED_DIR}/grpo_template.py") or ""
-    defaults = field_defaults(load_config_class(ctx.generated / "grpo_config.py"))
+    kinds = field_kinds(load_config_class(ctx.generated / "grpo_config.py"))
     cli_possible = parses_command_line(template_text, config_text)
 
     def parse(text: str) -> ConfigRoles:
-        return validate_roles(parse_roles_answer(text), defaults, cli_possible=cli_possible)
+        return validate_roles(parse_roles_answer(text), kinds, cli_possible=cli_possible)
 
     stored = ctx.workspace.read(ROLES_FILE)
     if stored is not None:
@@ -48,7 +48,7 @@ def map_roles(state: RunState, runtime: Runtime[RunContext]) -> dict:
             return {"roles": roles.to_dict(), "skipped": ["map_roles"]}
 
     ensure_budget(state, ctx.limits, "map_roles")
-    suggestion = suggest_roles(defaults, field_help(config_text), cli_possible=cli_possible)
+    suggestion = suggest_roles(kinds, field_help(config_text), cli_possible=cli_possible)
     prompt = render("map_roles", ctx.prompts_dir, roles=ROLES, suggestion=json.dumps(suggestion, indent=2),
                     cli_possible=cli_possible)
     ctx.on_event("map_roles: asking which config fields play which role")

@@ -27,6 +27,7 @@ trying the classes with the most public methods first.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import importlib
 import inspect
@@ -234,7 +235,9 @@ def probe(folder: str) -> dict:
                                       f"{', '.join(changed) or 'the module object itself'}; {name}.py is protected: "
                                       f"change behaviour in the generated files, never by patching it"))
     config_cls = getattr(modules["grpo_config"], "GRPOConfig", None)
-    if config_cls is not None:
+    if dataclasses.is_dataclass(config_cls) and all(  # with required fields, only a launch can construct it
+            f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+            for f in dataclasses.fields(config_cls)):
         try:
             config_cls()
         except Exception as exc:
