@@ -94,6 +94,15 @@ def test_top_p_samples_only_from_the_nucleus(reference_train):
     assert reference_train.sample_next(logits, temperature=0.0, top_p=0.7).eq(0).all()
 
 
+def test_sampling_follows_the_distribution_and_never_draws_a_zero(reference_train):
+    torch.manual_seed(0)
+    probs = torch.tensor([0.1, 0.5, 0.0, 0.3, 0.1, 0.0])  # zeros inside and at the tail
+    ids = reference_train.sample_next(probs.log().expand(20000, 6), temperature=1.0, top_p=1.0)
+    shares = torch.bincount(ids, minlength=6).float() / len(ids)
+    assert shares[2] == 0 and shares[5] == 0
+    assert torch.allclose(shares, probs, atol=0.015)
+
+
 def test_eager_engine_runs_exactly_the_prompts_rows(reference_train, sharp_model, prompts):
     _, static = engines(reference_train, sharp_model, eos_id=1023, temperature=1.0)
     assert not static.bucketed
