@@ -170,6 +170,12 @@ def test_make_engine_knows_the_static_engine(reference_train, sharp_model):
 
     engine = reference_train.make_engine(sharp_model, None, GRPOConfig(model_name="tiny", rollout_engine="static"))
     assert isinstance(engine, reference_train.StaticCacheEngine)
+    # the default, "auto", picks the engine measured faster on the device: on CPU the static one
+    assert GRPOConfig(model_name="tiny").rollout_engine == "auto"
+    assert isinstance(reference_train.make_engine(sharp_model, None, GRPOConfig(model_name="tiny")),
+                      reference_train.StaticCacheEngine)
+    hf = reference_train.make_engine(sharp_model, None, GRPOConfig(model_name="tiny", rollout_engine="hf"))
+    assert isinstance(hf, reference_train.HFGenerateEngine)
     with pytest.raises(ValueError, match="'hf', 'static'"):
         reference_train.make_engine(sharp_model, None, GRPOConfig(model_name="tiny", rollout_engine="vllm"))
 
@@ -186,6 +192,21 @@ def test_rollout_benchmark_runs_on_cpu():
     for engine in ("naive", "hf", "hf-static", "static"):
         assert any(line.split()[:1] == [engine] and "GiB" in line for line in lines), engine
     assert any(line.startswith("update ") and "s/update" in line for line in lines)
+
+
+def test_rollout_benchmark_phases_run_on_cpu():
+    args = ["--phases", "--shape", "tiny", "--threads", "1", "--batches", "1,3", "--prompt-len", "12",
+            "--phase-new", "4", "--repeats", "1", "--engines", "hf,static,static-mkl"]
+    result = subprocess.run([sys.executable, "benchmarks/rollout_bench.py", *args], cwd=ROOT, capture_output=True,
+                            text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("copy bandwidth") and "GFLOP/s (per CPU-second)" in line for line in lines)
+    assert any(line.startswith("phase") and "tok/CPU-s" in line and "roofline" in line for line in lines)
+    rows = {(line.split()[0], line.split()[1], line.split()[2]) for line in lines
+            if line.split()[:1] in (["prefill"], ["decode"])}
+    assert rows == {(phase, engine, batch) for phase in ("prefill", "decode")
+                    for engine in ("hf", "static", "static-mkl") for batch in ("1", "3")}
 
 
 def test_reference_train_runs_one_update_with_the_static_engine(tmp_path, tiny_model_dir):
