@@ -17,6 +17,8 @@ Roofline: a decode step must read every parameter once plus the KV cache of ever
 measured with a large tensor copy (read + write counted), peak FLOP/s with a large matmul (on CPU the better
 of MKL's and oneDNN's, as the engines may use either), both with this run's threads and, on CPU, per
 CPU-second. The memory-only roofline is printed too; where compute binds, it is out of reach.
+Engines (`--engines`): hf, static, and static-mkl (the static engine with torch's MKL Linears instead of
+oneDNN's packed ones: an ablation on CPU). Measured numbers: benchmarks/README.md.
 `--threads N` sets torch's intra-op threads; `--busy` runs a spinning process on one core for the whole run
 (the load of another engineer's tests), ended with the run.
 
@@ -31,7 +33,7 @@ its budget and all engines do equal work. Engines, all in this process, in order
 Each engine runs one untimed warm-up turn (compilation, CUDA graph capture) before the timed run.
 `--naive-turns` / `--naive-seqs` shrink the naive run; its numbers are per token, so they stay comparable.
 
-Roofline (GPU only): a decode step must read every parameter once plus the KV cache of every live token;
+Roofline of this workload mode (GPU only): a decode step must read every parameter once plus the KV cache of every live token;
 HBM bandwidth is measured with a device-to-device copy. roofline tok/s = bandwidth / bytes per step x batch.
 
 The model is randomly initialised from `orchestrator.tiny_model.qwen3_config_for` (no download); token ids
@@ -442,11 +444,13 @@ def main_phases(args: argparse.Namespace, device: torch.device, dtype: torch.dty
 
 @contextlib.contextmanager
 def busy_core(enabled: bool, limit_s: float = 900.0):
-    """A spinning child process (another engineer's tests), killed on exit; it ends itself after `limit_s`."""
+    """A spinning child process (another engineer's tests), killed on exit; it ends itself after `limit_s` or
+    once this process is gone."""
     if not enabled:
         yield
         return
-    spin = f"import time\nend = time.time() + {limit_s}\nwhile time.time() < end: pass"
+    spin = (f"import os, time\nparent, end = os.getppid(), time.time() + {limit_s}\n"
+            "while time.time() < end and os.getppid() == parent: pass")
     proc = subprocess.Popen([sys.executable, "-c", spin])
     try:
         yield

@@ -250,7 +250,7 @@ class OneDNNLinears:
 
     torch's CPU fp32 `linear` calls MKL; measured on this project's 2-core AMD EPYC (AVX-512), MKL runs the
     (B, 1024) x (1024, 151936) lm_head at 28 / 59 GFLOP/s for B = 8 / 32 where oneDNN's packed kernel runs
-    it at 150, and the whole forward 1.9-2.5x faster (prefill, and decode at batch >= 8). Packing reads
+    it at 100 / 150, and the whole forward 1.8-2.5x faster (prefill, and decode at batch >= 8). Packing reads
     and writes the weights once (~0.5 s for 281 M parameters), so the packed copies are kept and redone
     only after a weight changes (an optimiser step bumps every parameter's version counter). Costs a
     second copy of the Linear weights in memory while the engine lives.
