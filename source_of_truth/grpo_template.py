@@ -307,7 +307,9 @@ class StaticCacheEngine:
                                                dynamic=False) if compile_step else forward_and_sample)
         # buckets only pay where a shape change costs a recompile; eagerly, a filler row costs a real row
         self.bucketed = compile_step if bucketed is None else bucketed
-        self.linears = OneDNNLinears(model) if (onednn_available(model) if onednn is None else onednn) else None
+        if onednn is None:  # the packed oneDNN op does not trace under torch.compile: eager CPU only
+            onednn = onednn_available(model) and not compile_step
+        self.linears = OneDNNLinears(model) if onednn else None
         self.caches: dict[tuple[int, int], StaticCache] = {}
         self.cache_allocations = 0
 
