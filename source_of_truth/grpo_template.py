@@ -252,21 +252,28 @@ class OneDNNLinears:
     (B, 1024) x (1024, 151936) lm_head at 28 / 59 GFLOP/s for B = 8 / 32 where oneDNN's packed kernel runs
     it at 100 / 150, and the whole forward 1.8-2.5x faster (prefill, and decode at batch >= 8). Packing reads
     and writes the weights once (~0.5 s for 281 M parameters), so the packed copies are kept and redone
-    only after a weight changes (an optimiser step bumps every parameter's version counter). Costs a
-    second copy of the Linear weights in memory while the engine lives.
+    only after a weight changes: its storage or version counter moved (an in-place optimiser step bumps
+    it), or a strided probe of PROBE_SIZE of its values differs (fused optimisers and `.data` writes skip
+    the counter). Costs a second copy of the Linear weights in memory while the engine lives.
     """
+
+    PROBE_SIZE = 4096
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.model = model
-        self.packed: dict[torch.nn.Module, tuple[tuple[int, int], torch.Tensor]] = {}
+        # Linear -> ((data_ptr, version), probe of the weight it was packed from, packed weight)
+        self.packed: dict[torch.nn.Module, tuple[tuple[int, int], torch.Tensor, torch.Tensor]] = {}
         self.packings = 0
 
     def packed_weight(self, linear: torch.nn.Linear) -> torch.Tensor:
-        key = (linear.weight.data_ptr(), linear.weight._version)
-        if linear not in self.packed or self.packed[linear][0] != key:
-            self.packed[linear] = key, torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach())
+        weight = linear.weight.detach()
+        key = (weight.data_ptr(), weight._version)
+        probe = weight.reshape(-1)[:: max(1, weight.numel() // self.PROBE_SIZE)]
+        entry = self.packed.get(linear)
+        if entry is None or entry[0] != key or not torch.equal(entry[1], probe):
+            self.packed[linear] = key, probe.clone(), torch.ops.mkldnn._reorder_linear_weight(weight)
             self.packings += 1
-        return self.packed[linear][1]
+        return self.packed[linear][2]
 
     @contextlib.contextmanager
     def __call__(self):

@@ -160,6 +160,11 @@ def test_onednn_weights_are_packed_once_per_weight_version(reference_train, shar
     try:
         assert static.generate(prompts, 4) == hf.generate(prompts, 4) != first
         assert static.linears.packings == len(linears) + 1  # lm_head only (the tied embedding is not a Linear)
+        version = weight._version
+        weight.data.mul_(-1.0)  # as a fused optimiser step would: the version counter does not move
+        assert weight._version == version
+        assert static.generate(prompts, 4) == hf.generate(prompts, 4) == first
+        assert static.linears.packings == len(linears) + 2  # the probe of the weight's values saw the change
     finally:
         with torch.no_grad():
             weight.copy_(saved)
