@@ -41,6 +41,9 @@ class ExecutionResult:
 def execute(command: Sequence[str], cwd: Path, *, timeout_s: float, env: Mapping[str, str] | None = None,
             grace_s: float = 5.0) -> ExecutionResult:
     merged_env = {**os.environ, **(env or {})}
+    # short checks on small, shared machines: one torch thread, measured faster than two under load
+    # (benchmarks/README.md, "Threads"); a caller's or the environment's own setting wins
+    merged_env.setdefault("OMP_NUM_THREADS", "1")
     started = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:

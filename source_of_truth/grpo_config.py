@@ -39,7 +39,7 @@ class GRPOConfig:
     max_action_tokens: int = 48  # new-token cap for the action stage of a turn
     temperature: float = 1.0  # sampling temperature for both stages
     top_p: float = 1.0  # nucleus sampling threshold for both stages
-    rollout_engine: str = "hf"  # "hf" (batched transformers generate) or "static" (static KV cache decode loop)
+    rollout_engine: str = "auto"  # "hf" (HF generate), "static" (static KV cache) or "auto" (static on CPU, hf on GPU)
     invalid_action_penalty: float = -0.1  # reward added for each unparseable or invalid action
 
     # --- optimisation ---

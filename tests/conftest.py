@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
+
+# one torch thread for the tests and their subprocesses, set before torch is imported: on a small shared machine
+# it is measured faster than two (benchmarks/README.md, "Threads"); an OMP_NUM_THREADS already set wins
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_OF_TRUTH = ROOT / "source_of_truth"
