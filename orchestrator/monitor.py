@@ -55,6 +55,7 @@ the latest run only (records from the last start line on), because the template 
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import re
@@ -161,7 +162,7 @@ def parse_line(line: str, line_no: int = 0) -> LogRecord | None:
         return _parse_json_line(raw, line_no)
     match = _LINE.match(raw.strip())
     if match is None:
-        return None
+        return _parse_loose_line(raw, line_no)
     values: dict[str, float | str] = {}
     for token in match["fields"].split():
         key, _, value = token.partition("=")
@@ -174,11 +175,32 @@ def parse_line(line: str, line_no: int = 0) -> LogRecord | None:
     return LogRecord(kind=match["kind"], time=time, values=values, line_no=line_no, raw=raw)
 
 
+_PAIR = re.compile(r"([A-Za-z_][\w/.-]*)\s*[=:]\s*([^\s,;|]+)")
+_STAMP = re.compile(r"^\s*\[?(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2})")
+
+
+def _parse_loose_line(raw: str, line_no: int) -> LogRecord | None:
+    """A line in no declared format that still holds two or more numeric `key=value` (or `key: value`)
+    pairs, e.g. `[2026-11-23 10:00:00] step=3 | loss=0.52 | gradNorm=1.3`: an update (an evaluation
+    when every key starts with eval)."""
+    pairs = [(key, value) for key, value in _PAIR.findall(raw) if _NUMBER.match(value)]
+    if len(pairs) < 2:
+        return None
+    values: dict[str, float | str] = {canonical_metric(key): float(value) for key, value in pairs}
+    kind = "eval" if all(key.lower().startswith("eval") for key, _ in pairs) else "train"
+    stamp = _STAMP.match(raw)
+    return LogRecord(kind=kind, time=_iso_time(stamp.group(1).replace(" ", "T")) if stamp else None, values=values,
+                     line_no=line_no, raw=raw)
+
+
 def _parse_json_line(raw: str, line_no: int) -> LogRecord | None:
     try:
         data = json.loads(raw)
     except json.JSONDecodeError:
-        return None
+        try:  # a Python dict printed as is: {'loss': 0.5, 'grad_norm': nan}
+            data = ast.literal_eval(raw.strip().replace("nan", "None").replace("inf", "None"))
+        except (ValueError, SyntaxError):
+            return None
     if not isinstance(data, dict):
         return None
     kind = next((str(data.pop(k)) for k in _JSON_KIND_KEYS if isinstance(data.get(k), str)), "train")

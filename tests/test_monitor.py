@@ -452,3 +452,17 @@ def test_summarize_trends() -> None:
 
 def test_summarize_trends_leaves_out_missing_data() -> None:
     assert summarize_trends(records_for(0)) == {"updates": 0.0}
+
+
+def test_a_researchers_own_log_formats_are_read_with_one_metric_vocabulary():
+    records = parse_log(
+        '{"event": "start", "max_steps": 4}\n'
+        '{"event": "train", "step": 1, "loss": 0.5, "gradNorm": 1.2, "reward": 0.1, "learning_rate": 1e-6}\n'
+        "[2026-11-23 10:00:00] step=2 | loss=0.52 | train/grad_norm=1.3\n"
+        "{'step': 3, 'loss': 0.4, 'grad_norm': nan}\n"
+        "a warning line\n")
+    assert [r.kind for r in records] == ["start", "train", "train", "train"]
+    assert records[0].values == {"updates": 4.0}
+    assert records[1].values == {"update": 1.0, "loss": 0.5, "grad_norm": 1.2, "reward_mean": 0.1, "lr": 1e-6}
+    assert records[2].values == {"update": 2.0, "loss": 0.52, "grad_norm": 1.3} and records[2].time is not None
+    assert math.isnan(records[3].values["grad_norm"])
