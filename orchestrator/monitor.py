@@ -1,13 +1,16 @@
 """Watch a GRPO run: parse ``train.logs``, detect anomalies, report progress.
 
 A researcher's logging is theirs (or the LLM's, when the template leaves logging to a CUSTOMIZE
-hole), so two line formats are read, and metric names are mapped to one vocabulary
+hole), so several line formats are read, and metric names are mapped to one vocabulary
 (``METRIC_ALIASES``: ``gradNorm`` and ``grad_norm`` are both ``grad_norm``, ``reward`` is
 ``reward_mean``, ``step`` is ``update``, ``learning_rate`` is ``lr``, TRL's ``completions/mean_length``
 is ``completion_mean_length``, ...); unknown names are kept as written.
 
 JSON lines: one object per line; its kind is its ``event``, ``kind``, ``type`` or ``phase`` value
 (``train`` when absent), its time an ISO ``time`` or ``timestamp`` value.
+
+Lines in no declared format that hold two or more numeric `key=value` or `key: value` pairs are
+updates too, and a printed Python dict is read like JSON.
 
 Key=value lines, as the Cleanup template's ``RunLogs`` writes them::
 

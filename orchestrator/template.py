@@ -5,20 +5,23 @@ section runs from its marker to the next marker line. End markers (`# === END ..
 optional extra: one closes the open section, and the text after it up to the next start marker is
 outside every section. Hole names, `# HOLE` lines and any particular layout are never required.
 Markers may be indented (a hole inside a class body) and are recognised loosely (`=` runs of any
-length, a hyphen for the em dash, case), so a researcher's spelling is taken as theirs; a generated
-train.py must then repeat each of the template's marker lines exactly.
+length, a hyphen for the em dash, case, words after the label), so a researcher's spelling is taken
+as theirs; a generated train.py must then repeat each of the template's marker lines exactly. A line
+inside a multi-line string (a docstring that shows the markers) is never a marker.
 """
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from dataclasses import dataclass
 
 GENERIC = "generic"
 CUSTOMIZE = "customize"
 _END = "end"
 
-_MARKER = re.compile(r"^\s*#\s*={2,}\s*(?P<label>[^=]*?)\s*={2,}\s*$")
+_MARKER = re.compile(r"^\s*#\s*={2,}\s*(?P<label>[^=]*?)\s*={2,}.*$")
 
 
 @dataclass(frozen=True)
@@ -72,8 +75,9 @@ def read_sections(text: str) -> list[Section]:
         index = sum(s.kind == kind for s in sections)
         sections.append(Section(kind, index, line, marker, "".join(body)))
 
+    quoted = string_lines(text)
     for number, line in enumerate(split_lines(text), start=1):
-        kind = marker_kind(line)
+        kind = marker_kind(line) if number not in quoted else None
         if kind is None:
             body.append(line)
             continue
@@ -90,6 +94,19 @@ def read_sections(text: str) -> list[Section]:
     if open_section is not None:
         close()
     return sections
+
+
+def string_lines(text: str) -> set[int]:
+    """Lines inside a multi-line string (a docstring that quotes a marker is not a marker); none when
+    the text does not tokenize."""
+    inside: set[int] = set()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.STRING and token.end[0] > token.start[0]:
+                inside.update(range(token.start[0], token.end[0] + 1))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return set()
+    return inside
 
 
 def read_template(text: str) -> list[Section]:

@@ -131,8 +131,8 @@ def test_check_on_an_unreadable_template_is_one_line(tmp_path: Path) -> None:
     folder, source = generated(tmp_path, "staghunt")
     bad_source = tmp_path / "bad_source"
     shutil.copytree(source, bad_source)
-    (bad_source / "grpo_template.py").write_text("x = 1\n# === END GENERIC ===\n")
+    (bad_source / "grpo_template.py").write_text("def f():\n    return 1\n# === END GENERIC ===\n")
     result = subprocess.run([sys.executable, "-m", "orchestrator", "check", str(folder), "--source-of-truth",
                              str(bad_source)], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 2 and "Traceback" not in result.stdout + result.stderr
-    assert "line 2" in result.stdout and "closes no open section" in result.stdout
+    assert "line 3" in result.stdout and "closes no open section" in result.stdout

@@ -412,3 +412,9 @@ def test_only_prompt_template_needs_helpers(generated_dir: Path) -> None:
 def test_check_all_rejects_unknown_names_in_only() -> None:
     with pytest.raises(ValueError, match="unknown file"):
         check_all({}, {}, only=["nope.py"])
+
+
+def test_a_docstring_that_shows_the_markers_holds_no_marker() -> None:
+    text = f'"""How to fill it:\n{CUSTOMIZE_START}\n"""\n{GENERIC_START} (keep)\nx = 1\n# === CUSTOMIZE: reward ===\ny = 2\n'
+    assert [(s.kind, s.start_line, s.text) for s in read_sections(text)] == [
+        ("generic", 4, "x = 1\n"), ("customize", 6, "y = 2\n")]
