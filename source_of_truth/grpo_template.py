@@ -20,8 +20,11 @@ What one update does (per process):
     3. Loss: per generated token, the clipped ratio objective
        -min(rho * A, clip(rho, 1 - epsilon_low, 1 + epsilon_high) * A) plus beta * k3-KL to a frozen
        reference, k3 = exp(ref - logp) - (ref - logp) - 1. Aggregated as a token mean over all
-       generated tokens of one optimiser step (no per-sequence length bias). Prompt and game tokens
-       are masked out.
+       generated tokens of one optimiser step on every process (no per-sequence length bias, no
+       mean of per-process means). Prompt and game tokens are masked out; a NaN in a masked-out
+       position stays out. The log-ratio is clamped to +-20 before exp and k3 to at most 10 (verl's
+       bounds), so one extreme token cannot overflow float32 or swamp the step. Log-probs are those of
+       the sampling distribution, softmax(logits / temperature).
 What is kept from GRPO (DeepSeekMath, TRL's `GRPOTrainer` names): group-relative advantages, the
 clipped ratio with asymmetric clip (`epsilon_low`, `epsilon_high`), the k3 KL estimator with `beta`
 (no reference model is loaded when beta = 0), `num_iterations` passes over a rollout batch.
@@ -125,6 +128,9 @@ def shape_reward(reward: float, info: dict, agent_id: int) -> float:
 
 # === GENERIC — DO NOT MODIFY ===
 ADVANTAGE_EPS = 1e-4
+# log-ratio bound before exp (as verl): exp(20) ~ 4.9e8 is far past any clip, and float32 exp overflows at ~88.7
+LOG_RATIO_CLAMP = 20.0
+KL_CLAMP = 10.0  # per-token bound on k3 (as verl): one token whose reference log-prob collapsed cannot swamp the step
 ACTION_ERRORS = (ValueError, KeyError, TypeError)
 
 
@@ -519,10 +525,14 @@ def frac_zero_std(returns: torch.Tensor) -> float:
     return (returns.std(dim=0) < 1e-6).float().mean().item()
 
 
-def per_token_logps(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """(B, T) ids -> (B, T-1) log-probability of each next token."""
+def per_token_logps(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                    temperature: float = 1.0) -> torch.Tensor:
+    """(B, T) ids -> (B, T-1) log-probability of each next token under the distribution the rollout
+    sampled from: softmax(logits / temperature) (plain logits for greedy decoding; top_p is not modelled,
+    as in TRL)."""
     logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1]  # (B, T-1, V)
-    logps = torch.log_softmax(logits.float(), dim=-1)
+    logits = logits.float() / temperature if temperature > 0 else logits.float()
+    logps = torch.log_softmax(logits, dim=-1)
     return logps.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # (B, T-1)
 
 
@@ -531,12 +541,12 @@ def grpo_token_loss(logps: torch.Tensor, old_logps: torch.Tensor, ref_logps: tor
                     beta: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-token loss, KL and clip indicator, all (B, T-1); advantages are (B,)."""
     adv = advantages.unsqueeze(1)  # (B, 1)
-    ratio = torch.exp(logps - old_logps)
+    ratio = torch.exp(torch.clamp(logps - old_logps, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
     clipped_ratio = torch.clamp(ratio, 1 - epsilon_low, 1 + epsilon_high)
     loss = -torch.min(ratio * adv, clipped_ratio * adv)
     if ref_logps is not None and beta > 0:
-        delta = ref_logps - logps
-        kl = torch.exp(delta) - delta - 1  # k3 estimator, >= 0
+        delta = torch.clamp(ref_logps - logps, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+        kl = torch.clamp(torch.exp(delta) - delta - 1, max=KL_CLAMP)  # k3 estimator, >= 0
         loss = loss + beta * kl
     else:
         kl = torch.zeros_like(logps)
@@ -545,7 +555,8 @@ def grpo_token_loss(logps: torch.Tensor, old_logps: torch.Tensor, ref_logps: tor
 
 
 def masked_sum(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return (values * mask).sum()
+    """Sum over the mask's positions; a NaN or inf in a masked-out position (padding) stays out."""
+    return torch.where(mask.bool(), values, torch.zeros_like(values)).sum()
 
 
 # ---------------------------------------------------------------- batches
@@ -600,7 +611,7 @@ class Trainer:
 
     @torch.no_grad()
     def frozen_logps(self, model: torch.nn.Module, batch: Batch) -> torch.Tensor:
-        return per_token_logps(model, batch.input_ids, batch.attention_mask)
+        return per_token_logps(model, batch.input_ids, batch.attention_mask, self.config.temperature)
 
     def train_on_rollout(self, samples: list[Sample]) -> dict[str, float]:
         c, device = self.config, self.accelerator.device
@@ -617,23 +628,27 @@ class Trainer:
         n_steps = 0
         for _ in range(c.num_iterations):
             for s, step in enumerate(batches):
-                step_tokens = sum(b.completion_mask.sum() for b in step).clamp(min=1)
+                # the token mean is global: over every process's generated tokens of this step (one all-reduce);
+                # DDP then averages gradients over processes, hence the factor num_processes
+                local_tokens = sum(b.completion_mask.sum() for b in step) * weights[s]
+                step_tokens = self.accelerator.reduce(local_tokens.detach().clone(), reduction="sum").clamp(min=1)
+                scale = self.accelerator.num_processes / step_tokens
                 for m, batch in enumerate(step):
                     last = m == len(step) - 1
                     sync = contextlib.nullcontext() if last else self.accelerator.no_sync(self.model)
                     with sync:
-                        logps = per_token_logps(self.model, batch.input_ids, batch.attention_mask)
+                        logps = per_token_logps(self.model, batch.input_ids, batch.attention_mask, c.temperature)
                         old_logps = old[s][m] if old is not None else logps.detach()
                         ref_logps = ref[s][m] if ref is not None else None
                         loss_tok, kl_tok, clip_tok = grpo_token_loss(
                             logps, old_logps, ref_logps, batch.advantages, c.epsilon_low, c.epsilon_high, c.beta)
-                        loss = masked_sum(loss_tok, batch.completion_mask) / step_tokens * weights[s]
+                        loss = masked_sum(loss_tok, batch.completion_mask) * scale * weights[s]
                         self.accelerator.backward(loss)
                     mask = batch.completion_mask
                     totals["loss"] += loss.item()
                     totals["kl"] += masked_sum(kl_tok.detach(), mask).item() * weights[s]
                     totals["policy_loss"] += (masked_sum(loss_tok.detach() - c.beta * kl_tok.detach(), mask)
-                                              / step_tokens).item() * weights[s]
+                                              * scale).item() * weights[s]
                     totals["clip_ratio"] += masked_sum(clip_tok, mask).item() * weights[s]
                     totals["tokens"] += mask.sum().item() * weights[s]
                 grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)

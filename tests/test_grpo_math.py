@@ -116,3 +116,44 @@ def test_several_optimiser_steps_use_old_logps_and_can_clip(reference_train, tin
     stats = trainer.train_on_rollout(samples)
     assert stats["optimizer_steps"] == 3
     assert stats["clip_ratio"] > 0  # later passes move the policy away from pi_old
+
+
+def test_an_extreme_log_ratio_stays_finite(reference_train):
+    logps, old = torch.tensor([[0.0]]), torch.tensor([[-150.0]])  # exp(150) overflows float32
+    loss, _, clipped = reference_train.grpo_token_loss(logps, old, None, torch.tensor([-1.0]), 0.2, 0.2, 0.0)
+    assert loss.item() == pytest.approx(math.exp(reference_train.LOG_RATIO_CLAMP), rel=1e-5)
+    assert torch.isfinite(loss).all() and clipped.item() == 0.0
+
+
+def test_k3_is_bounded(reference_train):
+    logps, ref = torch.tensor([[-30.0]]), torch.tensor([[0.0]])  # exp(30) - 30 - 1 ~ 1e13 unbounded
+    _, kl, _ = reference_train.grpo_token_loss(logps, logps.clone(), ref, torch.tensor([0.0]), 0.2, 0.2, 0.1)
+    assert kl.item() == reference_train.KL_CLAMP
+
+
+def test_nan_in_a_masked_out_position_stays_out(reference_train):
+    values = torch.tensor([[1.0, float("nan")], [2.0, float("inf")]])
+    mask = torch.tensor([[1.0, 0.0], [1.0, 0.0]])
+    assert reference_train.masked_sum(values, mask).item() == 3.0
+
+
+class FixedLogits(torch.nn.Module):
+    """A 'model' whose next-token logits are the same (1, T, V) tensor whatever the input."""
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        super().__init__()
+        self.fixed = logits
+
+    def forward(self, input_ids, attention_mask, use_cache):
+        return type("Out", (), {"logits": self.fixed})()
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.5, 2.0])
+def test_log_probs_are_those_of_the_temperature_scaled_distribution(reference_train, temperature):
+    logits = torch.tensor([[[2.0, 0.0, -1.0], [0.5, 1.5, 0.0], [0.0, 0.0, 0.0]]])  # (1, T=3, V=3)
+    ids = torch.tensor([[0, 1, 2]])
+    got = reference_train.per_token_logps(FixedLogits(logits), ids, torch.ones_like(ids), temperature)
+    expected = torch.log_softmax(logits[:, :-1] / temperature, dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+    assert torch.allclose(got, expected)
+    probability = 1 / (math.exp(0.5 / temperature) + math.exp(1.5 / temperature) + 1)  # logit 0 of token 2
+    assert got[0, 1].item() == pytest.approx(math.log(probability))  # token 2 after position 1, by hand
