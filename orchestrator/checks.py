@@ -12,6 +12,7 @@ import hashlib
 import math
 import re
 import shutil
+import socket
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -164,6 +165,7 @@ class RuntimeCheckSpec:
     turns: int = 3
     token_cap: int = 32  # both generation stages
     timeout_s: float = 900.0
+    cpu_processes: int = 2  # without a GPU, training processes in a gloo group: the distributed path runs too
 
     def role_values(self, log_dir: Path) -> dict[str, object]:
         """The short run, by role: the config's roles mapping turns these into its own field names."""
@@ -207,7 +209,8 @@ def run_runtime_check(folder: Path, spec: RuntimeCheckSpec, roles: ConfigRoles, 
     values, refused = short_run_values(roles.to_fields(spec.role_values(log_dir)), code / "grpo_config.py")
     args = deliver(roles, values, code / "grpo_config.py")
     result = execute(["bash", "launch_training.sh", *args], code, timeout_s=spec.timeout_s,
-                     env={"PYTHON": sys.executable})
+                     env={"PYTHON": sys.executable, "CPU_PROCESSES": str(spec.cpu_processes),
+                          "MAIN_PORT": str(free_port())})
     if not result.ok:
         return _failure("runtime_check", result, code, "the short training run")
     judged = judge_training_log(find_log(log_folder(roles, log_dir, code)), spec, result.seconds)
@@ -215,6 +218,13 @@ def run_runtime_check(folder: Path, spec: RuntimeCheckSpec, roles: ConfigRoles, 
         return replace(judged, summary=f"{judged.summary}; the config's validation refused the short run's "
                                        f"{', '.join(refused)}, so its own values were kept")
     return judged
+
+
+def free_port() -> int:
+    """A TCP port free right now, for the rendezvous of a check's processes (two checks must not share one)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def short_run_values(values: dict[str, object], config_path: Path) -> tuple[dict[str, object], list[str]]:
