@@ -33,6 +33,28 @@ def copy_generated_set(dest: Path) -> Path:
     return dest
 
 
+def example_generated(tmp_path: Path, name: str) -> tuple[Path, Path]:
+    """An example's source of truth plus its reference generated set, as a generated/ folder; and its
+    source-of-truth folder."""
+    from orchestrator.demo import example
+
+    ex = example(name)
+    folder = tmp_path / name
+    folder.mkdir()
+    for src in [*ex.source_of_truth.glob("*.py"), *ex.reference.iterdir()]:
+        shutil.copy2(src, folder / src.name)
+    return folder, ex.source_of_truth
+
+
+def edit_file(folder: Path, name: str, change) -> None:
+    """Apply `change` (text -> text) to folder/name; a mutant that changes nothing is a broken test."""
+    path = folder / name
+    before = path.read_text()
+    after = change(before)
+    assert after != before, f"the mutant left {name} unchanged"
+    path.write_text(after)
+
+
 @pytest.fixture
 def generated_dir(tmp_path: Path) -> Path:
     return copy_generated_set(tmp_path / "generated")

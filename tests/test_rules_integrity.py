@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import ast
 import re
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import edit_file, example_generated
 
 from orchestrator.checks import run_import_check
 from orchestrator.demo import example, recorded_roles
@@ -22,21 +22,6 @@ from orchestrator.template import read_sections
 EXAMPLES = ["cleanup", "staghunt"]
 
 
-def generated(tmp_path: Path, name: str) -> tuple[Path, Path]:
-    ex = example(name)
-    folder = tmp_path / name
-    folder.mkdir()
-    for src in [*ex.source_of_truth.glob("*.py"), *ex.reference.iterdir()]:
-        shutil.copy2(src, folder / src.name)
-    return folder, ex.source_of_truth
-
-
-def edit(folder: Path, name: str, change: Callable[[str], str]) -> None:
-    path = folder / name
-    before = path.read_text()
-    after = change(before)
-    assert after != before, f"the mutant left {name} unchanged"
-    path.write_text(after)
 
 
 def a_helper(folder: Path) -> str:
@@ -46,7 +31,7 @@ def a_helper(folder: Path) -> str:
 
 
 def append(name: str, code: Callable[[Path], str]) -> Callable[[Path], None]:
-    return lambda folder: edit(folder, name, lambda text: text + "\n\n" + code(folder) + "\n")
+    return lambda folder: edit_file(folder, name, lambda text: text + "\n\n" + code(folder) + "\n")
 
 
 def into_first_hole(code: str) -> Callable[[Path], None]:
@@ -57,7 +42,7 @@ def into_first_hole(code: str) -> Callable[[Path], None]:
             lines = text.split("\n")
             lines.insert(hole.start_line, code)
             return "\n".join(lines)
-        edit(folder, "train.py", change)
+        edit_file(folder, "train.py", change)
     return mutate
 
 
@@ -76,7 +61,7 @@ def mutate_menu(folder: Path) -> None:
 
 
 def launch(old: str, new: str, count: int = 1) -> Callable[[Path], None]:
-    return lambda folder: edit(folder, "launch_training.sh", lambda t: re.sub(old, new, t, count=count))
+    return lambda folder: edit_file(folder, "launch_training.sh", lambda t: re.sub(old, new, t, count=count))
 
 
 STATIC: dict[str, Callable[[Path], None]] = {
@@ -88,8 +73,8 @@ STATIC: dict[str, Callable[[Path], None]] = {
         f"class _Wrapper:\n    def go(self, env, agent_id):\n        return {a_helper(f)}(env, agent_id)")),
     "helper-calls-helper/lambda": append("helpers.py", lambda f: (
         f"def relay(env, agent_id) -> bool:\n    run = lambda: {a_helper(f)}(env, agent_id)\n    return run()")),
-    "helper-calls-helper/observation": lambda f: edit(f, "helpers.py", lambda t: t.replace(
-        "def observation_to_text(env", f"def _unused():\n    return None\n\n\ndef observation_to_text(env", 1).replace(
+    "helper-calls-helper/observation": lambda f: edit_file(f, "helpers.py", lambda t: t.replace(
+        "def observation_to_text(env", "def _unused():\n    return None\n\n\ndef observation_to_text(env", 1).replace(
         "def _unused():\n    return None", f"def _unused():\n    return {a_helper(f)}(None, 0)", 1)),
     "helper-dynamic-lookup/globals": append("helpers.py", lambda f: (
         f"def relay(env, agent_id) -> bool:\n    return globals()['{a_helper(f)}'](env, agent_id)")),
@@ -112,7 +97,7 @@ STATIC: dict[str, Callable[[Path], None]] = {
     "launch-hardcoded-processes": launch(r"--num_processes[ =]+\S+", "--num_processes 8"),
     "launch-without-sbatch": launch(r"(?m)^#SBATCH[^\n]*\n", "", 0),
     "launch-without-accelerate": launch(r"-m accelerate\.commands\.launch[^\n]*", "train.py \"$@\"", 0),
-    "launch-syntax": lambda f: edit(f, "launch_training.sh", lambda t: t + "\nif then fi\n"),
+    "launch-syntax": lambda f: edit_file(f, "launch_training.sh", lambda t: t + "\nif then fi\n"),
 }
 
 DYNAMIC: dict[str, Callable[[Path], None]] = {
@@ -121,10 +106,10 @@ DYNAMIC: dict[str, Callable[[Path], None]] = {
     "helper-calls-helper": append("helpers.py", lambda f: (
         f"_STEPS = [{a_helper(f)}]\n\n\ndef relay_all(env, agent_id) -> bool:\n"
         "    return all(step(env, agent_id) for step in _STEPS)")),
-    "observation-to-text": lambda f: edit(f, "helpers.py", lambda t: re.sub(
+    "observation-to-text": lambda f: edit_file(f, "helpers.py", lambda t: re.sub(
         r"(def observation_to_text\([^)]*\)[^:]*:\n)", r'\1    return "You see a field."\n', t, count=1)),
     "protected-module-patched": into_first_hole("import env_move as _game\n_game.render_patched = None"),
-    "config-invalid": lambda f: edit(f, "grpo_config.py", lambda t: re.sub(
+    "config-invalid": lambda f: edit_file(f, "grpo_config.py", lambda t: re.sub(
         rf"(\b{recorded_roles(example(f.name))['roles']['group_generations']}\s*:\s*int\s*=\s*(?:field\(default=)?)\d+",
         r"\g<1>1", t, count=1)),
 }
@@ -133,7 +118,7 @@ DYNAMIC: dict[str, Callable[[Path], None]] = {
 @pytest.mark.parametrize("kind", sorted(STATIC))
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_static_rules_flag_each_mutant(tmp_path: Path, name: str, kind: str) -> None:
-    folder, source = generated(tmp_path, name)
+    folder, source = example_generated(tmp_path, name)
     STATIC[kind](folder)
     found = {v.rule for v in errors(check_folder(folder, source))}
     assert kind.split("/")[0] in found, found
@@ -142,7 +127,7 @@ def test_static_rules_flag_each_mutant(tmp_path: Path, name: str, kind: str) -> 
 @pytest.mark.parametrize("kind", sorted(DYNAMIC))
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_the_probe_on_a_real_game_flags_each_mutant(tmp_path: Path, name: str, kind: str) -> None:
-    folder, _ = generated(tmp_path, name)
+    folder, _ = example_generated(tmp_path, name)
     DYNAMIC[kind](folder)
     result = run_import_check(folder)
     assert not result.passed and result.kind == "contract", result.summary
@@ -150,25 +135,25 @@ def test_the_probe_on_a_real_game_flags_each_mutant(tmp_path: Path, name: str, k
 
 
 CONTROLS: dict[str, Callable[[Path], None]] = {
-    "value change": lambda f: edit(f, "grpo_config.py", lambda t: re.sub(r"(:\s*int\s*=\s*(?:field\(default=)?)(\d+)",
+    "value change": lambda f: edit_file(f, "grpo_config.py", lambda t: re.sub(r"(:\s*int\s*=\s*(?:field\(default=)?)(\d+)",
                                                                           lambda m: m.group(1) + str(int(m.group(2)) + 1),
                                                                           t, count=1)),
     "private utility": append("helpers.py", lambda f: "def _manhattan(a, b):\n    return abs(a[0] - b[0]) + abs(a[1] - b[1])"),
-    "docstring edited": lambda f: edit(f, "train.py", lambda t: t.replace('"""', '"""Edited. ', 1)),
+    "docstring edited": lambda f: edit_file(f, "train.py", lambda t: t.replace('"""', '"""Edited. ', 1)),
 }
 
 
 @pytest.mark.parametrize("control", sorted(CONTROLS))
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_controls_the_brief_allows_pass(tmp_path: Path, name: str, control: str) -> None:
-    folder, source = generated(tmp_path, name)
+    folder, source = example_generated(tmp_path, name)
     CONTROLS[control](folder)
     assert errors(check_folder(folder, source)) == []
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_the_reference_sets_pass_the_probe(tmp_path: Path, name: str) -> None:
-    folder, _ = generated(tmp_path, name)
+    folder, _ = example_generated(tmp_path, name)
     result = run_import_check(folder)
     assert result.passed, result.evidence
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import edit_file, example_generated
 
-from orchestrator.demo import example
 from orchestrator.rules import errors, check_folder
 from orchestrator.template import marker_kind, read_sections, read_template
 
@@ -21,21 +21,6 @@ EXAMPLES = ["cleanup", "staghunt"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def generated(tmp_path: Path, name: str) -> tuple[Path, Path]:
-    ex = example(name)
-    folder = tmp_path / name
-    folder.mkdir()
-    for src in [*ex.source_of_truth.glob("*.py"), *ex.reference.iterdir()]:
-        shutil.copy2(src, folder / src.name)
-    return folder, ex.source_of_truth
-
-
-def edit(folder: Path, name: str, change: Callable[[str], str]) -> None:
-    path = folder / name
-    before = path.read_text()
-    after = change(before)
-    assert after != before, f"the mutant left {name} unchanged"
-    path.write_text(after)
 
 
 def action_helper(helpers_text: str) -> str:
@@ -85,33 +70,33 @@ def first_config_field(text: str) -> str:
 
 MUTANTS: dict[str, Callable[[Path], None]] = {
     "file-missing": lambda f: (f / "launch_training.sh").unlink(),
-    "syntax-error": lambda f: edit(f, "helpers.py", lambda t: t + "\ndef broken(:\n"),
-    "protected-file-changed": lambda f: edit(f, "env_move.py", lambda t: t + "\n# tweak\n"),
-    "config-fields-changed": lambda f: edit(f, "grpo_config.py", lambda t: re.sub(
+    "syntax-error": lambda f: edit_file(f, "helpers.py", lambda t: t + "\ndef broken(:\n"),
+    "protected-file-changed": lambda f: edit_file(f, "env_move.py", lambda t: t + "\n# tweak\n"),
+    "config-fields-changed": lambda f: edit_file(f, "grpo_config.py", lambda t: re.sub(
         rf"\b{first_config_field(t)}\b(\s*:)", r"renamed_field\1", t, count=1)),
-    "generic-section-changed": lambda f: edit(f, "train.py", change_generic_line),
-    "customize-hole-unfilled": lambda f: edit(f, "train.py", lambda t: refill_hole_with_template(
+    "generic-section-changed": lambda f: edit_file(f, "train.py", change_generic_line),
+    "customize-hole-unfilled": lambda f: edit_file(f, "train.py", lambda t: refill_hole_with_template(
         t, (f / "grpo_template.py").read_text())),
-    "sections-changed": lambda f: edit(f, "train.py", drop_marker),
-    "markers-broken": lambda f: edit(f, "train.py", respell_marker),
-    "prompt-builder-missing": lambda f: edit(f, "prompt_template.py", lambda t: t.replace(
+    "sections-changed": lambda f: edit_file(f, "train.py", drop_marker),
+    "markers-broken": lambda f: edit_file(f, "train.py", respell_marker),
+    "prompt-builder-missing": lambda f: edit_file(f, "prompt_template.py", lambda t: t.replace(
         "def create_single_stage_prompt(", "def create_second_prompt(", 1).replace(
         "create_single_stage_prompt(", "create_second_prompt(")),
-    "prompt-builder-signature": lambda f: edit(f, "prompt_template.py", lambda t: re.sub(
+    "prompt-builder-signature": lambda f: edit_file(f, "prompt_template.py", lambda t: re.sub(
         r"def create_thinking_prompt\(([^)]*)\)", r"def create_thinking_prompt(\1, extra)", t, count=1)),
-    "unknown-action": lambda f: edit(f, "prompt_template.py", lambda t: t + (
+    "unknown-action": lambda f: edit_file(f, "prompt_template.py", lambda t: t + (
         '\nEXAMPLE_CALL = \'{"action": "teleport_home", "agent_id": 0, "args": {}}\'\n')),
-    "observation-to-text-missing": lambda f: edit(f, "helpers.py", lambda t: t.replace(
+    "observation-to-text-missing": lambda f: edit_file(f, "helpers.py", lambda t: t.replace(
         "def observation_to_text(", "def _observation_to_text(", 1)),
-    "helper-signature": lambda f: edit(f, "helpers.py", lambda t: t + "\n\ndef shout(env) -> bool:\n    return True\n"),
-    "helper-calls-helper": lambda f: edit(f, "helpers.py", lambda t: t + (
+    "helper-signature": lambda f: edit_file(f, "helpers.py", lambda t: t + "\n\ndef shout(env) -> bool:\n    return True\n"),
+    "helper-calls-helper": lambda f: edit_file(f, "helpers.py", lambda t: t + (
         f"\n\ndef twice(env, agent_id) -> bool:\n    return {action_helper(t)}(env, agent_id, **{{}})\n")),
 }
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_the_reference_set_passes_check(tmp_path: Path, name: str) -> None:
-    folder, source = generated(tmp_path, name)
+    folder, source = example_generated(tmp_path, name)
     result = subprocess.run([sys.executable, "-m", "orchestrator", "check", str(folder), "--source-of-truth",
                              str(source)], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -121,14 +106,14 @@ def test_the_reference_set_passes_check(tmp_path: Path, name: str) -> None:
 @pytest.mark.parametrize("rule", sorted(MUTANTS))
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_each_rule_flags_its_mutant(tmp_path: Path, name: str, rule: str) -> None:
-    folder, source = generated(tmp_path, name)
+    folder, source = example_generated(tmp_path, name)
     MUTANTS[rule](folder)
     found = sorted({v.rule for v in errors(check_folder(folder, source))})
     assert found == [rule]
 
 
 def test_check_on_an_unreadable_template_is_one_line(tmp_path: Path) -> None:
-    folder, source = generated(tmp_path, "staghunt")
+    folder, source = example_generated(tmp_path, "staghunt")
     bad_source = tmp_path / "bad_source"
     shutil.copytree(source, bad_source)
     (bad_source / "grpo_template.py").write_text("def f():\n    return 1\n# === END GENERIC ===\n")

@@ -55,7 +55,7 @@ from orchestrator.rules.integrity import (bound_names, check_config_reads, check
                                           check_protected_patches, check_shadowing, check_shadowing_files,
                                           config_members)
 from orchestrator.rules.launch import check_launch
-from orchestrator.rules.violation import Violation, errors
+from orchestrator.rules.violation import Violation
 from orchestrator.template import (CUSTOMIZE, GENERIC, Section, TemplateError, outside_lines, read_sections,
                                    read_template, split_lines)
 
