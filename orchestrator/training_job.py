@@ -525,8 +525,9 @@ class SlurmJob(_WatchedJob):
             return "pending" if queued[0] in _QUEUED else "running"
         if code != 0 and "Invalid job id" not in err:
             return "running"  # the controller did not answer: ask again at the next poll
-        # gone from the queue; accounting may lag a little behind
-        self._accounting = self._sacct()
+        # gone from the queue; accounting may lag a little behind; without accounting, scontrol still
+        # remembers a finished job for MinJobAge (300 s by default)
+        self._accounting = self._sacct() or self._scontrol_end()
         if self._accounting is not None and self._accounting[0] in _ACTIVE:
             return "pending" if self._accounting[0] in _QUEUED else "running"
         self._active = False
@@ -543,6 +544,14 @@ class SlurmJob(_WatchedJob):
         if "OUT_OF_MEMORY" in steps:
             state = "OUT_OF_MEMORY"
         return state.split()[0], exit_code, reason  # "CANCELLED by 1234" -> CANCELLED
+
+    def _scontrol_end(self) -> tuple[str, str, str] | None:
+        """(JobState, ExitCode, Reason) from `scontrol show job`, for clusters without slurmdbd."""
+        code, out, _ = self._run(["scontrol", "show", "job", "-o", str(self.slurm_job_id)])
+        fields = dict(re.findall(r"\b(JobState|ExitCode|Reason)=(\S+)", out)) if code == 0 else {}
+        if "JobState" not in fields:
+            return None
+        return fields["JobState"], fields.get("ExitCode", "0:0"), fields.get("Reason", "None")
 
     def _stop(self) -> None:
         if self._active:

@@ -1,0 +1,89 @@
+"""A real single-node SLURM (Debian's slurm-wlm and munge, started by scripts/slurm_local.sh): the reference
+launch script goes through sbatch --test-only, sbatch and squeue; without slurmdbd the end state comes from
+scontrol; a serious anomaly in train.logs stops the job with scancel. Skipped where SLURM is not installed."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.monitor import MonitorConfig
+from orchestrator.training_job import SlurmJob, make_job
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("slurmctld") is None, reason="SLURM (slurm-wlm) is not installed"),
+              pytest.mark.skipif(os.geteuid() != 0, reason="the local cluster's daemons run as root")]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> None:
+    started = subprocess.run(["bash", str(ROOT / "scripts/slurm_local.sh"), "start"], capture_output=True, text=True,
+                             timeout=120)
+    assert started.returncode == 0, started.stdout + started.stderr
+
+
+def scontrol(job: SlurmJob) -> dict[str, str]:
+    """The job's end as scontrol reports it, once it has left COMPLETING (bounded wait)."""
+    deadline = time.monotonic() + 60
+    while True:
+        out = subprocess.run(["scontrol", "show", "job", "-o", job.slurm_job_id], capture_output=True,
+                             text=True).stdout
+        fields = dict(re.findall(r"\b(JobState|ExitCode|SubmitTime|StartTime|EndTime)=(\S+)", out))
+        if fields.get("JobState") not in ("COMPLETING", "RUNNING", "PENDING") or time.monotonic() > deadline:
+            return fields
+        time.sleep(0.2)
+
+
+def test_a_short_run_of_the_reference_set_completes_under_sbatch(cluster, tmp_path: Path, tiny_model_dir: Path):
+    from conftest import copy_generated_set
+
+    folder = copy_generated_set(tmp_path / "generated")
+    args = ["--model_name", str(tiny_model_dir), "--episodes", "2", "--group_size", "2", "--max_env_steps", "2",
+            "--max_thinking_tokens", "8", "--max_action_tokens", "8", "--eval_interval", "1000", "--save_interval",
+            "0", "--log_dir", str(folder / "logs"), "--output_dir", str(folder / "outputs")]
+    job = make_job(folder / "launch_training.sh", args, use_slurm=True, log_path=folder / "logs" / "train.logs",
+                   poll_s=0.5, timeout_s=600, env={"PYTHON": sys.executable})
+    result = job.run()
+    assert result.status == "finished", (result.stderr_tail, result.stdout_tail)
+    state = scontrol(job)
+    assert state["JobState"] == "COMPLETED" and state["ExitCode"] == "0:0"
+    assert [r.kind for r in result.records] == ["start", "train", "eval", "done"]
+    print(f"SLURM job {job.slurm_job_id}: submitted {state['SubmitTime']}, started {state['StartTime']}, "
+          f"ended {state['EndTime']} {state['JobState']}")
+
+
+def fake_training(tmp_path: Path, body: str) -> Path:
+    """A job script that writes train.logs lines itself (real sbatch, no model), then does `body`."""
+    script = tmp_path / "launch_training.sh"
+    log = tmp_path / "train.logs"
+    script.write_text(f"#!/usr/bin/env bash\n#SBATCH --job-name=fake\n#SBATCH --output={tmp_path}/slurm-%j.out\n"
+                      f"echo 'start updates=3' >> {log}\necho 'train update=1 loss=0.5 grad_norm=1' >> {log}\n"
+                      f"{body}\n")
+    return script
+
+
+def test_a_serious_anomaly_is_stopped_with_scancel(cluster, tmp_path: Path):
+    script = fake_training(tmp_path, f"echo 'train update=2 loss=nan grad_norm=1' >> {tmp_path}/train.logs\n"
+                                     "sleep 300")
+    job = make_job(script, [], use_slurm=True, log_path=tmp_path / "train.logs", poll_s=0.5, timeout_s=120,
+                   monitor=MonitorConfig())
+    result = job.run()
+    assert result.status == "stopped" and result.anomalies[0].kind == "nan_loss"
+    assert scontrol(job)["JobState"] == "CANCELLED"
+
+
+def test_a_failed_job_is_classified_from_scontrol_without_accounting(cluster, tmp_path: Path):
+    script = fake_training(tmp_path, "echo 'Traceback (most recent call last):' >&2\nexit 3")
+    job = make_job(script, [], use_slurm=True, log_path=tmp_path / "train.logs", poll_s=0.5, timeout_s=120)
+    result = job.run()
+    assert result.status == "failed"
+    assert scontrol(job)["JobState"] == "FAILED" and result.returncode == 3
+    assert any("ended FAILED" in a.message for a in result.anomalies)
