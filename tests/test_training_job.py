@@ -228,14 +228,16 @@ class FakeSlurm:
     """sbatch/scontrol/squeue/sacct/scancel; squeue answers `states` in turn (None: gone from the queue),
     and `appends[i]` lines are written to train.logs when the i-th squeue call is answered."""
 
-    def __init__(self, tmp_path: Path, states: list[str | None], *, sacct: str = "COMPLETED|0:0|None",
+    def __init__(self, tmp_path: Path, states: list[str | None], *, sacct: str | None = "COMPLETED|0:0|None",
                  test_only: tuple[int, str, str] = (0, "", "sbatch: Job 4242 to start at 2026-11-23T09:40:15"),
-                 appends: dict[int, list[str]] | None = None, output: str = "", step_s: float = 30.0) -> None:
+                 appends: dict[int, list[str]] | None = None, output: str = "", step_s: float = 30.0,
+                 scontrol_end: str | None = None) -> None:
         self.clock = FakeClock(step_s)  # train.logs lines carry its time, as a real job's carry the real time
         self.log, self.output = tmp_path / "train.logs", tmp_path / f"out-{JOB_ID}.txt"
         self.output.write_text(output)
         self.states, self.sacct, self.test_only = states, sacct, test_only
         self.appends, self.squeue_calls = appends or {}, 0
+        self.scontrol_end = scontrol_end  # "STATE|EXIT|REASON" scontrol reports once the job is gone
         self.calls: list[list[str]] = []
 
     def __call__(self, cmd: list[str]) -> tuple[int, str, str]:
@@ -244,7 +246,10 @@ class FakeSlurm:
         if tool == "sbatch":
             return self.test_only if "--test-only" in cmd else (0, f"{JOB_ID};cluster\n", "")
         if tool == "scontrol":
-            return 0, f"JobId={JOB_ID} JobName=grpo StdErr={self.output} StdIn=/dev/null StdOut={self.output}\n", ""
+            end = self.scontrol_end or "RUNNING|0:0|None"
+            state, code, reason = end.split("|")
+            return 0, (f"JobId={JOB_ID} JobName=grpo JobState={state} Reason={reason} ExitCode={code} "
+                       f"StdErr={self.output} StdIn=/dev/null StdOut={self.output}\n"), ""
         if tool == "squeue":
             lines = self.appends.get(self.squeue_calls, [])
             with self.log.open("a") as fh:
@@ -253,6 +258,8 @@ class FakeSlurm:
             state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
             return (0, f"{state}\n", "") if state else (1, "", "slurm_load_jobs error: Invalid job id specified")
         if tool == "sacct":
+            if self.sacct is None:  # no slurmdbd: what a cluster without accounting answers
+                return 1, "", "Slurm accounting storage is disabled"
             return 0, f"{self.sacct}\n{JOB_ID}.batch|{self.sacct.split('|', 1)[1]}\n", ""
         if tool == "scancel":
             return 0, "", ""
@@ -403,3 +410,19 @@ def test_a_recorded_slurm_job_is_watched_again_without_sbatch(tmp_path: Path) ->
     assert result.status == "finished" and result.slurm_job_id == JOB_ID
     assert not fake.called("sbatch")
     assert json.loads(record.read_text())["status"] == "finished"
+
+
+@pytest.mark.parametrize("end, status, anomaly", [
+    ("COMPLETED|0:0|None", "finished", None),
+    ("FAILED|3:0|NonZeroExitCode", "failed", "slurm_failed"),
+    ("CANCELLED|0:15|None", "failed", "slurm_cancelled"),
+    ("TIMEOUT|0:15|TimeLimit", "failed", "slurm_timeout"),
+])
+def test_without_accounting_the_end_state_comes_from_scontrol(tmp_path: Path, end: str, status: str, anomaly):
+    fake = FakeSlurm(tmp_path, ["RUNNING", None], sacct=None, scontrol_end=end,
+                     appends={0: ["start updates=1", TRAIN.format(u=1, e=8)]})
+    result = slurm_job(tmp_path, fake).run()
+    assert result.status == status
+    assert [a.kind for a in result.anomalies][:1] == ([anomaly] if anomaly else [])
+    if end.startswith("TIMEOUT"):
+        assert result.failure_class == "time_limit" and "raise #SBATCH --time" in result.anomalies[0].message
