@@ -28,6 +28,7 @@ from typing import Any
 from orchestrator.halt import halt_point
 from orchestrator.llm import LLM, Message, Reply, Usage
 
+
 def fsync_append(path: Path, line: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as handle:

@@ -188,7 +188,7 @@ class AnthropicLLM:
         )
         self._max_attempts = max_attempts
         self._backoff = wait_exponential_jitter(
-            initial=backoff_initial_s, max=backoff_max_s, jitter=backoff_initial_s
+            multiplier=backoff_initial_s, max=backoff_max_s, jitter=backoff_initial_s
         )
         self._backoff_max_s = backoff_max_s
         self._sleep = sleep

@@ -30,8 +30,13 @@ from orchestrator.runlock import RUN_DIR_ENV
 
 HALT_WAIT_S = 300.0  # generous: the machine may be loaded; a halt normally comes within seconds
 IMPORT_FAULT = ("import prompt_template\n", "import prompt_templates\n")
-GENERATED = ["helpers.py", "helper_readme.md", "prompt_template.py", "train.py", "launch_training.sh",
-             "env_move.py", "grpo_config.py", "grpo_template.py"]
+
+
+def same_files(generated: Path, reference: Path, source: Path) -> None:
+    """The generated set equals the reference set (faults fixed) and the source of truth, file by file."""
+    expected = {p.name: p for folder in (source, reference) for p in folder.glob("*") if p.is_file()}
+    for name, path in expected.items():
+        assert (generated / name).read_text() == path.read_text(), name
 
 
 def orchestrator(project: Path, *args: str, halt: str | None = None) -> tuple[subprocess.Popen, Path]:
@@ -116,8 +121,9 @@ def check_end_state(project: Path, run_id: str, replies: list[dict], expected_co
 
 def loop_replies() -> list[dict]:
     replies = reference_replies()
-    replies[2] = {**replies[2], "text": replies[2]["text"].replace(*IMPORT_FAULT)}
-    assert IMPORT_FAULT[1] in replies[2]["text"]
+    train = next(i for i, r in enumerate(replies) if r["tag"] == "generate_train")
+    replies[train] = {**replies[train], "text": replies[train]["text"].replace(*IMPORT_FAULT)}
+    assert IMPORT_FAULT[1] in replies[train]["text"]
     fix = ("FILE: train.py\n<<<<<<< SEARCH\n" + IMPORT_FAULT[1] + "=======\n" + IMPORT_FAULT[0]
            + ">>>>>>> REPLACE\n")
     return [*replies, {"tag": "fix", "text": fix, "usage": {"input_tokens": 3000, "output_tokens": 100}}]
@@ -162,14 +168,22 @@ def test_kill_9_at_every_step_boundary_and_inside_each_step_then_resume(project:
 
     check_end_state(project, "r1", replies, ["setup", "generate_helpers", "generate_prompts", "generate_train",
                                              "generate_launch", "fix"])
-    for name in GENERATED:
-        expected = (REFERENCE / name) if (REFERENCE / name).exists() else (SOURCE_OF_TRUTH / name)
-        assert (project / "workspace/generated" / name).read_text() == expected.read_text(), name
+    same_files(project / "workspace/generated", REFERENCE, SOURCE_OF_TRUTH)
     rollbacks = Journal(project / "runs/r1/journal.jsonl").records("rollback")
     assert len([r for r in rollbacks if r["commits"]]) == 4  # the four kills between a commit and its checkpoint
 
 
 # ---------------------------------------------------------------- the whole demo, formal training included
+
+def demo_script() -> tuple[list[dict], Path, Path]:
+    """The demo's recorded replies, and the reference set and source of truth it is built from."""
+    import orchestrator.demo as demo
+
+    if hasattr(demo, "example"):  # demos of several examples
+        ex = demo.example(demo.DEFAULT_EXAMPLE)
+        return demo.transcript(ex)["replies"], ex.reference, ex.source_of_truth
+    return demo.transcript()["replies"], REFERENCE, SOURCE_OF_TRUTH
+
 
 DEMO_MOMENTS = [
     ("checkpoint:runtime_check", signal.SIGKILL, "boundary: import_check -> runtime_check"),
@@ -186,8 +200,7 @@ DEMO_MOMENTS = [
 
 def test_the_demo_killed_at_each_moment_of_formal_training_and_review_resumes_to_the_same_end(
         project: Path, tiny_model_dir: Path):
-    from orchestrator.demo import transcript
-
+    replies, reference, source = demo_script()
     (project / "models").mkdir()
     shutil.copytree(tiny_model_dir, project / "models" / "tiny-qwen3")
     proc, marker = orchestrator(project, "demo", halt=DEMO_MOMENTS[0][0])
@@ -208,11 +221,9 @@ def test_the_demo_killed_at_each_moment_of_formal_training_and_review_resumes_to
     code, out = finish(orchestrator(project, "resume", run_id)[0])
     assert code == 0, out[-3000:]
 
-    replies = transcript()["replies"]
-    state = check_end_state(project, run_id, replies, ["setup", *[r["tag"] for r in replies]])
-    for name in GENERATED:
-        expected = (REFERENCE / name) if (REFERENCE / name).exists() else (SOURCE_OF_TRUTH / name)
-        assert (project / "workspace/generated" / name).read_text() == expected.read_text(), name
+    commits = ["setup", *[r["tag"] for r in replies if r["tag"] != "map_roles"]]
+    state = check_end_state(project, run_id, replies, commits)
+    same_files(project / "workspace/generated", reference, source)
     formal = [a for a in state["attempts"] if a["node"] == "formal_train"]
     assert [a["outcome"] for a in formal] == ["finished"]
     # one training run in the formal folder: the one started after the SIGTERM, adopted after the SIGKILL
