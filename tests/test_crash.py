@@ -349,7 +349,7 @@ def test_an_api_outage_after_a_paid_answer_keeps_its_tokens_in_the_report_and_re
     assert code == 0, out[-3000:]
     state = final_state(project, "r1")
     assert state["ledger"]["generate_helpers"]["calls"] == 2  # the reused bad answer, then the re-ask
-    assert state["ledger"]["generate_helpers"]["tokens"] == 707 + Usage(**replies[0]["usage"]).total_tokens
+    assert state["ledger"]["generate_helpers"]["tokens"] == 707 + Usage(**replies[len(before)]["usage"]).total_tokens
     journal = Journal(project / "runs/r1/journal.jsonl")
     assert [r["tag"] for r in journal.records("llm_answer")] == [*(r["tag"] for r in before), "generate_helpers",
                                                                  "generate_helpers", "generate_prompts"]
