@@ -630,14 +630,3 @@ def live_jobs(jobs_dir: Path) -> dict[str, int]:
         if pgid and found.get("status") == "running" and _start_ticks(pgid) == found.get("start_ticks"):
             live[path.stem] = pgid
     return live
-
-
-def recorded_job(log_path: Path) -> dict | None:
-    """The record of the job that writes `log_path` in this run, if one was started (see `default_record`).
-    A caller that clears stale logs before launching must keep them when there is one: the job may be
-    running still, and a resume adopts it."""
-    record = default_record(log_path)
-    try:
-        return json.loads(record.read_text()) if record is not None else None
-    except (OSError, ValueError):
-        return None

@@ -132,8 +132,10 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     out_dir = ctx.run_dir / f"formal-{attempt}"
     config = {**config, **roles.to_fields({"output_folder": str(out_dir), "log_folder": str(log_dir)})}
     watch_dir = log_dir if roles.field_of("log_folder") else log_folder(roles, out_dir, ctx.generated)
-    for stale in (LOG_NAME, SAMPLE_LOG_NAME):
-        (watch_dir / stale).unlink(missing_ok=True)
+    record = ctx.run_dir / "jobs" / f"formal-{attempt}.json"
+    if not record.exists():  # a recorded job may still be running: a resume adopts it, and its logs stay
+        for stale in (LOG_NAME, SAMPLE_LOG_NAME):
+            (watch_dir / stale).unlink(missing_ok=True)
     # every vetted scalar value is passed (a flag or a default written into grpo_config.py), so nothing
     # hard-coded elsewhere silently wins over the plan; the config file gets only what changed
     delivered = ({k: v for k, v in config.items() if value_kind(v) != "other"} if roles.delivery == CLI
@@ -149,7 +151,7 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx.on_event(f"formal_train: launching with {overrides or 'the default config'} on {model}")
     job = make_job(ctx.generated / "launch_training.sh", args, use_slurm=use_slurm, log_path=watch_dir / LOG_NAME,
                    monitor=replace(MonitorConfig(), hang_seconds=ctx.formal.hang_seconds), timeout_s=ctx.formal.timeout_s,
-                   on_progress=lambda p: ctx.on_event(describe(p)))
+                   on_progress=lambda p: ctx.on_event(describe(p)), record=record)
     result = job.run()
     for name, text in (("job.stdout", result.stdout_tail), ("job.stderr", result.stderr_tail)):
         (log_dir / name).write_text(text)
