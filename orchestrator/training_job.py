@@ -43,7 +43,7 @@ import subprocess
 import sys
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -477,27 +477,40 @@ class SlurmJob(_WatchedJob):
     def __init__(self, script: Path, args: list[str], cwd: Path, log_path: Path, *, run: Runner | None = None,
                  monitor: MonitorConfig = MonitorConfig(), poll_s: float = 30.0, timeout_s: float | None = None,
                  clock: Clock = datetime.now, sleep: Sleep = time.sleep,
-                 on_progress: ProgressCallback | None = None, exit_grace_s: float = 60.0) -> None:
+                 on_progress: ProgressCallback | None = None, exit_grace_s: float = 60.0,
+                 sbatch_options: Sequence[str] = ()) -> None:
         super().__init__(log_path, monitor=monitor, poll_s=poll_s, timeout_s=timeout_s, clock=clock, sleep=sleep,
                          on_progress=on_progress, exit_grace_s=exit_grace_s)
         self.script, self.args, self.cwd = Path(script), list(args), Path(cwd)
+        self.sbatch_options = list(sbatch_options)  # before the script: they win over its #SBATCH lines
         self._run = run or runner_in(self.cwd)
         self._active = False
         self._accounting: tuple[str, str, str] | None = None  # sacct's State, ExitCode, Reason of the job
 
     def _start(self) -> _Ending | None:
         for flag in ("--test-only", "--parsable"):
-            code, out, err = self._run(["sbatch", flag, str(self.script), *self.args])
+            code, out, err = self._run(["sbatch", flag, *self.sbatch_options, str(self.script), *self.args])
             if code != 0:
-                return self._refused(f"sbatch {flag} failed (exit code {code}): {(err or out).strip()}", code)
+                message = f"sbatch {flag} failed (exit code {code}): {(err or out).strip()}"
+                if "node configuration is not available" in message:
+                    message += "; " + self._node_sizes()
+                return self._refused(message, code)
         job_id = out.strip().split(";")[0]  # --parsable prints "ID" or "ID;CLUSTER"
         if not job_id:
             return self._refused(f"sbatch printed no job id: {(out + err).strip()}", None)
         self.slurm_job_id, self._active = job_id, True
         return None
 
+    def _node_sizes(self) -> str:
+        """What the cluster's nodes offer, for a request no node can meet."""
+        code, out, _ = self._run(["sinfo", "-h", "-N", "-o", "%N cpus=%c mem=%mMB gres=%G"])
+        nodes = "; ".join(sorted(set(out.split("\n")) - {""})) if code == 0 else "sinfo failed"
+        return (f"the cluster's nodes: {nodes}. Lower the script's #SBATCH --cpus-per-task, --mem or --gres "
+                "to what a node has")
+
     def _describe(self) -> dict:
-        return {"slurm_job_id": self.slurm_job_id, "command": ["sbatch", str(self.script), *self.args],
+        return {"slurm_job_id": self.slurm_job_id,
+                "command": ["sbatch", *self.sbatch_options, str(self.script), *self.args],
                 "cwd": str(self.cwd)}
 
     def _adopt(self, found: dict) -> str | None:
@@ -597,19 +610,20 @@ def make_job(launch_script: Path, args: list[str], *, use_slurm: bool, log_path:
              env: dict[str, str] | None = None, monitor: MonitorConfig = MonitorConfig(),
              poll_s: float | None = None, timeout_s: float | None = None,
              on_progress: ProgressCallback | None = None, run: Runner | None = None,
-             record: Path | None = None) -> TrainingJob | SlurmJob:
+             record: Path | None = None, sbatch_options: Sequence[str] = ()) -> TrainingJob | SlurmJob:
     """The job for ``launch_script args``: ``sbatch`` it, or ``bash`` it here with PYTHON = this interpreter.
 
     Both run in the script's folder (the script cds there); ``log_path`` is the train.logs to watch.
     ``run`` is SlurmJob's command runner. ``record`` (default: ``default_record``) makes the job its
     run's: adopted, not duplicated, after a crash. Without a record, job.stdout / job.stderr go beside
-    train.logs.
+    train.logs. ``sbatch_options`` go to sbatch before the script and win over its ``#SBATCH`` lines.
     """
     workdir = Path(launch_script).resolve().parent
     record = record or default_record(log_path)
     if use_slurm:
         job = SlurmJob(workdir / Path(launch_script).name, args, workdir, log_path, run=run, monitor=monitor,
-                       poll_s=poll_s or 30.0, timeout_s=timeout_s, on_progress=on_progress)
+                       poll_s=poll_s or 30.0, timeout_s=timeout_s, on_progress=on_progress,
+                       sbatch_options=sbatch_options)
         job.record = record
         return job
     env = {"PYTHON": os.environ.get("PYTHON", sys.executable), **(env or {})}

@@ -42,7 +42,15 @@ def scontrol(job: SlurmJob) -> dict[str, str]:
         time.sleep(0.2)
 
 
+def node_size() -> tuple[int, int]:
+    """CPUs and memory (MB) of the local cluster's node."""
+    cpus, mem = subprocess.run(["sinfo", "-h", "-N", "-o", "%c %m"], capture_output=True, text=True,
+                               check=True).stdout.split()[:2]
+    return int(cpus), int(mem)
+
+
 def test_a_short_run_of_the_reference_set_completes_under_sbatch(cluster, tmp_path: Path, tiny_model_dir: Path):
+    """The reference header asks for the node it was generated on; sized here to whatever node CI has."""
     from conftest import copy_generated_set
 
     folder = copy_generated_set(tmp_path / "generated")
@@ -50,7 +58,8 @@ def test_a_short_run_of_the_reference_set_completes_under_sbatch(cluster, tmp_pa
             "--max_thinking_tokens", "8", "--max_action_tokens", "8", "--eval_interval", "1000", "--save_interval",
             "0", "--log_dir", str(folder / "logs"), "--output_dir", str(folder / "outputs")]
     job = make_job(folder / "launch_training.sh", args, use_slurm=True, log_path=folder / "logs" / "train.logs",
-                   poll_s=0.5, timeout_s=600, env={"PYTHON": sys.executable})
+                   poll_s=0.5, timeout_s=600, env={"PYTHON": sys.executable},
+                   sbatch_options=["--cpus-per-task=1", f"--mem={min(2048, node_size()[1])}M"])
     result = job.run()
     assert result.status == "finished", (result.stderr_tail, result.stdout_tail)
     state = scontrol(job)
@@ -58,6 +67,18 @@ def test_a_short_run_of_the_reference_set_completes_under_sbatch(cluster, tmp_pa
     assert [r.kind for r in result.records] == ["start", "train", "eval", "done"]
     print(f"SLURM job {job.slurm_job_id}: submitted {state['SubmitTime']}, started {state['StartTime']}, "
           f"ended {state['EndTime']} {state['JobState']}")
+
+
+def test_a_request_no_node_can_meet_is_refused_with_the_nodes_sizes(cluster, tmp_path: Path):
+    cpus, mem = node_size()
+    script = fake_training(tmp_path, "true")
+    job = make_job(script, [], use_slurm=True, log_path=tmp_path / "train.logs", poll_s=0.5, timeout_s=60,
+                   sbatch_options=[f"--cpus-per-task={cpus + 1}"])
+    result = job.run()
+    assert result.status == "failed" and job.slurm_job_id is None
+    message = result.anomalies[0].message
+    assert "node configuration is not available" in message and f"cpus={cpus} mem={mem}MB" in message
+    assert "--cpus-per-task" in message
 
 
 def fake_training(tmp_path: Path, body: str) -> Path:
