@@ -23,6 +23,7 @@ from orchestrator.formal import DEFAULT_MODEL, FormalSpec
 from orchestrator.runner import (RunOutcome, SetupError, check_source_of_truth, list_runs, resume_run, run_summary,
                                  start_run)
 from orchestrator.state import Limits, spent
+from orchestrator.tiny_agent import TINY_AGENT
 from orchestrator.workspace import Workspace, WorkspaceError
 
 console = Console(width=None if sys.stdout.isatty() else 200)  # full tables in logs and pipes
@@ -79,9 +80,11 @@ def run(
     max_cost: Optional[float] = typer.Option(None, help="USD cap; the run stops cleanly at a node boundary"),
     max_tokens: Optional[int] = typer.Option(None, help="token cap; the run stops cleanly at a node boundary"),
     max_attempts: int = typer.Option(5, help="fix attempts per failing check before the run is blocked"),
-    check_model: str = typer.Option("", help="model for the runtime check; default: a tiny local random model"),
+    check_model: str = typer.Option("", help="model for the runtime check; default: the tiny agent, a tiny "
+                                          "local model warm-started on the generated game's turns"),
     check_episodes: int = typer.Option(10, help="episodes of the runtime check's short training run"),
-    formal_model: str = typer.Option("", help=f"default: {DEFAULT_MODEL} with GPUs, the tiny local model without"),
+    formal_model: str = typer.Option("", help=f"default: {DEFAULT_MODEL} with GPUs, the tiny agent "
+                                           f"without ('{TINY_AGENT}' asks for it anywhere)"),
     formal_set: list[str] = typer.Option([], help="KEY=VALUE config values that win over the LLM's proposal"),
     slurm: bool = typer.Option(False, help="sbatch the formal run when SLURM is present"),
     formal_timeout: Optional[float] = typer.Option(None, help="wall-clock cap in seconds for one formal run"),
@@ -93,7 +96,8 @@ def run(
 ) -> None:
     """The whole pipeline, Step 0 to the end."""
     limits = Limits(max_cost_usd=max_cost, max_tokens=max_tokens, max_attempts_per_check=max_attempts)
-    spec = RuntimeCheckSpec(model=check_model, real_model=bool(check_model), episodes=check_episodes)
+    spec = RuntimeCheckSpec(model=check_model, real_model=check_model not in ("", TINY_AGENT),
+                            episodes=check_episodes)
     formal = FormalSpec(model=formal_model, pinned=_pinned_values(formal_set), use_slurm=slurm,
                         timeout_s=formal_timeout, hang_seconds=hang_seconds)
     try:

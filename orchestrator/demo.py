@@ -27,6 +27,7 @@ from orchestrator.config_file import accepted_values, field_help, field_kinds, l
 from orchestrator.formal import FormalSpec
 from orchestrator.roles import ConfigRoles, parses_command_line, suggest_roles, validate_roles
 from orchestrator.runner import RunOutcome, SetupError, start_run
+from orchestrator.tiny_agent import TINY_AGENT
 
 PROJECT = Path(__file__).resolve().parents[1]
 EXAMPLES = PROJECT / "examples"
@@ -34,7 +35,7 @@ DEFAULT_EXAMPLE = "cleanup"
 
 # the formal run of the demo, by role: short, on a CPU, still logging samples and evaluations
 FORMAL_BY_ROLE = {"episodes_total": 8, "updates_total": 4, "group_generations": 2, "episode_turns": 3,
-                  "thinking_cap": 24, "action_cap": 16, "micro_batch": 8, "precision": False, "checkpointing": False,
+                  "thinking_cap": 40, "action_cap": 40, "micro_batch": 8, "precision": False, "checkpointing": False,
                   "eval_every": 2, "sample_every": 4, "save_every": 1000}
 
 IDEAS = """# Future improvements
@@ -150,18 +151,15 @@ def transcript(ex: Example) -> dict:
 
 
 def run_demo(project_root: Path, name: str = DEFAULT_EXAMPLE, on_event=lambda line: None) -> RunOutcome:
-    from orchestrator.tiny_model import local_tiny_model  # torch and transformers: only when needed
-
     ex = example(name)
-    model = local_tiny_model(project_root)
     run_id = f"demo-{name}-" + time.strftime("%Y%m%d-%H%M%S")
     path = project_root / "runs" / run_id / "demo_transcript.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(transcript(ex), indent=1))
     return start_run(project_root, llm=f"replay:{path}", run_id=run_id, fresh=True, on_event=on_event,
                      source_of_truth=ex.source_of_truth,
-                     runtime_check=RuntimeCheckSpec(model=model, real_model=False, episodes=4, turns=2, token_cap=16),
-                     formal=FormalSpec(model=model, timeout_s=900, hang_seconds=300))
+                     runtime_check=RuntimeCheckSpec(model=TINY_AGENT, real_model=False, episodes=4, turns=2),
+                     formal=FormalSpec(model=TINY_AGENT, timeout_s=900, hang_seconds=300))
 
 
 def roles_of(outcome: RunOutcome) -> ConfigRoles | None:

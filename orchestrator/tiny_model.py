@@ -24,6 +24,7 @@ CLI: `python -m orchestrator.tiny_model OUT_DIR` builds the tiny model and print
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Iterable
@@ -203,17 +204,22 @@ def _is_built(out_dir: Path, marker: dict[str, Any]) -> bool:
 
 def build_tiny_model(out_dir: Path, *, vocab_size: int = 1024, hidden_size: int = 64, num_layers: int = 2,
                      num_heads: int = 4, num_kv_heads: int = 2, intermediate_size: int = 128, seed: int = 0,
-                     max_position_embeddings: int = 4096) -> Path:
-    """Build tokenizer + random Qwen3ForCausalLM into `out_dir` (a no-op if already built with these arguments)."""
+                     max_position_embeddings: int = 4096, corpus: Iterable[str] = ()) -> Path:
+    """Build tokenizer + random Qwen3ForCausalLM into `out_dir` (a no-op if already built with these arguments).
+
+    `corpus`: more text for the tokenizer (a game's prompts), so that text takes fewer tokens."""
     out_dir = Path(out_dir)
     shape = {"vocab_size": vocab_size, "hidden_size": hidden_size, "num_layers": num_layers, "num_heads": num_heads,
              "num_kv_heads": num_kv_heads, "intermediate_size": intermediate_size,
              "max_position_embeddings": max_position_embeddings}
+    corpus = list(corpus)
     marker = {"version": _MARKER_VERSION, **shape, "seed": seed}
+    if corpus:
+        marker["corpus"] = hashlib.sha1("\n".join(corpus).encode()).hexdigest()
     if _is_built(out_dir, marker):
         return out_dir
 
-    tok = build_tokenizer(vocab_size=vocab_size)
+    tok = build_tokenizer(corpus, vocab_size=vocab_size)
     pad_id, eos_id = tok.pad_token_id, tok.eos_token_id
     config = _qwen3_config(**{**shape, "vocab_size": len(tok)}, bos_token_id=pad_id, eos_token_id=eos_id,
                            pad_token_id=pad_id)

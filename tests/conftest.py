@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,9 @@ import pytest
 # one torch thread for the tests and their subprocesses, set before torch is imported: on a small shared machine
 # it is measured faster than two (benchmarks/README.md, "Threads"); an OMP_NUM_THREADS already set wins
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# the tiny agents built during the session (one per game and helper set), shared by every test project root and
+# the subprocesses they start; point it at a lasting folder to keep them between sessions
+os.environ.setdefault("ORCHESTRATOR_MODELS_DIR", tempfile.mkdtemp(prefix="orchestrator-models-"))
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_OF_TRUTH = ROOT / "source_of_truth"

@@ -6,6 +6,7 @@ A check that fails once its fix budget is spent ends the run `blocked`, with the
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Callable
 
 from langgraph.runtime import Runtime
@@ -14,6 +15,7 @@ from orchestrator.actionlog import Event
 from orchestrator.checks import CheckResult, run_guards, run_import_check, run_runtime_check, unset_roles_note
 from orchestrator.roles import ConfigRoles
 from orchestrator.state import RunContext, RunState
+from orchestrator.tiny_agent import TINY_AGENT, playing_model
 
 REASONS = {
     "rules": "the seed's rules, checked by code after every generation and fix",
@@ -68,10 +70,12 @@ def import_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
 def runtime_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
     spec = ctx.runtime_check
-    if not spec.model:
-        from orchestrator.tiny_model import local_tiny_model  # torch and transformers: only when needed
-
-        spec = replace(spec, model=local_tiny_model(ctx.project_root))
+    if spec.model in ("", TINY_AGENT):
+        model, plays, note = playing_model(ctx.project_root, ctx.generated)
+        spec = replace(spec, model=model, plays=plays)
+        ctx.log.record(Event(ctx.run_id, "runtime_check", "model",
+                             "a model that writes helper calls, so the helpers really run in the short run",
+                             note or f"the tiny agent {Path(model).name}"))
     roles = ConfigRoles.from_dict(state["roles"])
     note = unset_roles_note(roles)
     if note:

@@ -27,6 +27,7 @@ from orchestrator.manifest import record_job_config, saved_job_config, write_man
 from orchestrator.monitor import MonitorConfig, Progress, parse_log, summarize_trends
 from orchestrator.nodes.checks import fixes_for
 from orchestrator.probe import ProbeResult
+from orchestrator.tiny_agent import TINY_AGENT, playing_model
 from orchestrator.prompts import file_blocks, render
 from orchestrator.roles import CLI, ConfigRoles, deliver
 from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
@@ -36,13 +37,14 @@ TRAINING_DIR = "training"
 
 
 def formal_model(ctx: RunContext, machine: ProbeResult) -> str:
-    if ctx.formal.model:
+    if ctx.formal.model and ctx.formal.model != TINY_AGENT:
         return ctx.formal.model
-    if machine.gpus:
+    if machine.gpus and not ctx.formal.model:
         return DEFAULT_MODEL
-    from orchestrator.tiny_model import local_tiny_model  # torch and transformers: only when needed
-
-    return local_tiny_model(ctx.project_root)
+    model, _, note = playing_model(ctx.project_root, ctx.generated)
+    if note:
+        ctx.log.record(Event(ctx.run_id, "formal_train", "model", "no GPU: the tiny agent plays", note))
+    return model
 
 
 def plan(ctx: RunContext, machine: ProbeResult, model: str, config_cls: type, roles: ConfigRoles, adjustments: dict):

@@ -1,0 +1,342 @@
+"""A tiny agent that plays: the tiny Qwen3 model warm-started by a short supervised phase on synthetic turns.
+
+A random tiny model never writes a parseable action, so no helper runs in a short check and GRPO sees
+flat rewards. The tiny agent is trained on turns of the generated set's own game: observation text
+(``observation_to_text``) -> the prompt builders' messages -> a brief thinking line -> one JSON helper
+call ``{"action", "agent_id", "args"}`` (the brief's format), chosen by a noisy policy: a random action
+helper with arguments drawn from the observation's coordinates and the prompts' words, kept when the
+helper accepts them on a copy of the game (a ValueError or TypeError is the contract's refusal). It
+writes parseable calls most of the time and plays badly, so GRPO has signal and every helper is called.
+
+The folder is cached under ``models/`` by a key of what the agent must know (the game file, the action
+helpers' names and parameters, the recipe), so fixes to helper bodies, prompts or train.py reuse it, and
+rebuilt deterministically when missing. The generated code runs only in the builder's subprocess:
+``python -m orchestrator.tiny_agent GENERATED OUT``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+RECIPE_VERSION = 2
+MODELS_ENV = "ORCHESTRATOR_MODELS_DIR"  # a shared cache for many project roots (tests)
+MARKER_FILE = "tiny_agent.json"
+BUILD_TIMEOUT_S = 1200.0
+COORDINATES = re.compile(r"[(\[]\s*(-?\d+)\s*,\s*(-?\d+)\s*[)\]]")
+WORDS = re.compile(r"""["']([A-Za-z_][\w-]{0,20})["']|\b([A-Z]{1,8})\b""")
+REFUSALS = (ValueError, TypeError, KeyError)
+TAIL_TOKENS = 128
+AGENT_ID_WEIGHT = 10.0  # the id is one token among many random choices: unweighted, it is rarely copied right
+AGENT_ID = re.compile(r'(?:agent |"agent_id": )(\d+)')
+
+
+TINY_AGENT = "tiny-agent"  # a model name meaning: the tiny agent built for the run's generated set
+
+
+class TinyAgentError(RuntimeError):
+    """The builder failed; the message ends with its output's tail."""
+
+
+def models_dir(project_root: Path) -> Path:
+    return Path(os.environ.get(MODELS_ENV) or Path(project_root) / "models")
+
+
+def _helper_signatures(helpers_source: str) -> list[str]:
+    """Public top-level functions with their parameter names, read without running the file."""
+    try:
+        tree = ast.parse(helpers_source)
+    except SyntaxError:
+        return [hashlib.sha1(helpers_source.encode()).hexdigest()]
+    return sorted(f"{node.name}({', '.join(a.arg for a in node.args.args + node.args.kwonlyargs)})"
+                  for node in tree.body
+                  if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"))
+
+
+def agent_key(generated: Path) -> str:
+    """What the agent must know: the game, the action helpers' names and parameters, the recipe."""
+    generated = Path(generated)
+    parts = [f"recipe {RECIPE_VERSION}", (generated / "env_move.py").read_text(),
+             *_helper_signatures((generated / "helpers.py").read_text())]
+    return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:12]
+
+
+def local_tiny_agent(project_root: Path, generated: Path, *, timeout_s: float = BUILD_TIMEOUT_S) -> str:
+    """The tiny agent for `generated`'s game and helpers, built (in a subprocess) on first use."""
+    out = models_dir(project_root) / f"tiny-agent-{agent_key(generated)}"
+    if (out / MARKER_FILE).is_file():
+        return str(out)
+    staging = out.with_name(f"{out.name}.building-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    try:
+        done = subprocess.run([sys.executable, "-m", "orchestrator.tiny_agent", str(generated), str(staging)],
+                              capture_output=True, text=True, timeout=timeout_s, env=env,
+                              cwd=Path(__file__).resolve().parents[1])
+    except subprocess.TimeoutExpired as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise TinyAgentError(f"building the tiny agent took over {timeout_s:.0f} s") from exc
+    if done.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise TinyAgentError(f"building the tiny agent failed (exit {done.returncode}): "
+                             f"{(done.stderr or done.stdout)[-1500:]}")
+    if not (out / MARKER_FILE).is_file():  # another process may have finished the same build first
+        shutil.rmtree(out, ignore_errors=True)
+        staging.rename(out)
+    else:
+        shutil.rmtree(staging, ignore_errors=True)
+    return str(out)
+
+
+def playing_model(project_root: Path, generated: Path) -> tuple[str, bool, str]:
+    """(model folder, plays, note): the tiny agent; the random tiny model, with the reason, when the agent
+    cannot be built (the runtime check still runs; only its check that actions parse is off)."""
+    from orchestrator.tiny_model import local_tiny_model
+
+    try:
+        return local_tiny_agent(project_root, generated), True, ""
+    except TinyAgentError as exc:
+        return local_tiny_model(project_root), False, f"{exc}; using the random tiny model instead"
+
+
+# ---------------------------------------------------------------- the builder's child (generated code runs here)
+
+
+@dataclass(frozen=True)
+class Turn:
+    messages: list[dict[str, str]]
+    completion: str
+
+
+def _agent_ids(game: Any, observe: Any, most: int = 8) -> list[int]:
+    """0, 1, ... for as long as observation_to_text accepts the id (a game refuses an unknown agent)."""
+    ids = []
+    for agent_id in range(most):
+        try:
+            observe(game, agent_id)
+        except Exception:
+            break
+        ids.append(agent_id)
+    return ids if 0 < len(ids) < most else [0, 1]
+
+
+def _fresh_game(env_move: Any, seed: int) -> Any:
+    """A new game for this seed: built with it, else reset with it, else as the contract probe builds one."""
+    from orchestrator.rules.contract_probe import game_instance
+
+    game = game_instance(env_move)
+    try:
+        return type(game)(seed=seed)
+    except Exception:  # no seed argument
+        pass
+    reset = getattr(game, "reset", None)
+    if callable(reset):
+        for call in (lambda: reset(seed=seed), lambda: reset()):
+            try:
+                call()
+                break
+            except TypeError:
+                continue
+    return game
+
+
+STEP_METHODS = ("step", "advance", "tick", "next_turn", "play_turn", "resolve")
+
+
+def _advance(game: Any) -> bool:
+    """Play the turn the helpers chose (the game's own step method, no arguments); False when the episode
+    is over or the game cannot be stepped that way."""
+    for name in STEP_METHODS:
+        method = getattr(game, name, None)
+        if callable(method):
+            try:
+                result = method()
+            except Exception:
+                return False
+            ended = result[2] if isinstance(result, tuple) and len(result) >= 3 else None
+            for flag in ("done", "finished", "over", "is_done"):
+                value = getattr(game, flag, None)
+                ended = ended if not isinstance(value, bool) else ended or value
+            return ended is not True
+    return False
+
+
+def _required_params(function: Any) -> list[Any]:
+    import inspect
+
+    return [p for p in list(inspect.signature(function).parameters.values())[2:]
+            if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def _sample_args(function: Any, observation: str, words: list[str], rng: random.Random) -> dict[str, Any]:
+    params = _required_params(function)
+    pairs = [(int(x), int(y)) for x, y in COORDINATES.findall(observation)] or [(0, 0)]
+    numbers = list(rng.choice(pairs))
+    args = {}
+    for p in params:
+        annotation = str(p.annotation).lower()
+        if "int" in annotation or "float" in annotation:
+            args[p.name] = numbers.pop(0) if numbers else rng.randint(0, 4)
+        elif "bool" in annotation:
+            args[p.name] = rng.random() < 0.5
+        else:
+            args[p.name] = rng.choice(words) if words else 0
+    return args
+
+
+def _noisy_call(game: Any, agent_id: int, observation: str, table: dict[str, Any], words: list[str],
+                rng: random.Random) -> tuple[str, dict[str, Any]]:
+    """A random helper call the helper accepts (its refusals are ValueError/TypeError/KeyError; any other
+    exception is the helper's own bug, and the call is kept so the agent makes it)."""
+    names = sorted(table)
+    for _ in range(12):
+        name = rng.choice(names)
+        args = _sample_args(table[name], observation, words, rng)
+        try:
+            table[name](copy.deepcopy(game), agent_id, **args)
+        except REFUSALS:
+            continue
+        except Exception:  # the helper's bug: a call the agent should still make
+            pass
+        return name, args
+    name = min(names, key=lambda n: len(_required_params(table[n])))
+    return name, {}
+
+
+def _thinking(observation: str, agent_id: int, name: str, args: dict[str, Any]) -> str:
+    """Names the agent, the helper and its arguments: the action stage copies them from here."""
+    where = COORDINATES.search(observation)
+    spelled = ", ".join(f"{k}={v}" for k, v in args.items())
+    return f"I am agent {agent_id}{f' at {where.group(0)}' if where else ''}. Plan: {name}({spelled})."
+
+
+def synthetic_turns(generated: Path, *, episodes: int, turns: int, seed: int) -> list[Turn]:
+    """Turns of the noisy policy on the generated set's own game, through its own prompt builders."""
+    sys.path.insert(0, str(generated))
+    for stale in ("env_move", "grpo_config", "helpers", "prompt_template"):
+        sys.modules.pop(stale, None)  # another folder's modules of the same names
+    import env_move  # the generated folder's, resolved through sys.path
+    import helpers
+    import prompt_template
+    from orchestrator.rules.contract_probe import OBSERVATION_HELPER, action_helpers
+
+    table = action_helpers(helpers)
+    observe = getattr(helpers, OBSERVATION_HELPER)
+    rng = random.Random(seed)
+    rendered = ""
+    samples: list[Turn] = []
+    for episode in range(episodes):
+        game = _fresh_game(env_move, seed * 100_003 + episode)
+        for _ in range(turns):
+            for agent_id in _agent_ids(game, observe):
+                observation = observe(game, agent_id)
+                thinking_messages = prompt_template.create_thinking_prompt(observation, agent_id)
+                if not rendered:
+                    rendered = "\n".join(m["content"] for m in thinking_messages)
+                words = sorted({a or b for a, b in WORDS.findall(rendered + "\n" + observation)})
+                name, args = _noisy_call(game, agent_id, observation, table, words, rng)
+                thinking = _thinking(observation, agent_id, name, args)
+                action = json.dumps({"action": name, "agent_id": agent_id, "args": args})
+                samples.append(Turn(thinking_messages, thinking))
+                samples.append(Turn(prompt_template.create_single_stage_prompt(observation, thinking, agent_id),
+                                    action))
+                try:
+                    table[name](game, agent_id, **args)
+                except Exception:  # the synthetic game goes on; the agent still learned the call
+                    pass
+            if not _advance(game):
+                break
+    return samples
+
+
+def train_agent(out_dir: Path, samples: list[Turn], *, seed: int, steps: int, batch: int = 8,
+                lr: float = 5e-3, vocab_size: int = 1024) -> dict[str, float]:
+    """A tiny Qwen3 and a tokenizer trained on the samples' text; loss on the completions only."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from orchestrator.tiny_model import build_tiny_model
+
+    corpus = [m["content"] for s in samples[:200] for m in s.messages] + [s.completion for s in samples]
+    build_tiny_model(out_dir, seed=seed, corpus=corpus, vocab_size=vocab_size)
+    tok = AutoTokenizer.from_pretrained(out_dir)
+    model = AutoModelForCausalLM.from_pretrained(out_dir)
+    rows = []
+    for s in samples:
+        prompt = tok.apply_chat_template(s.messages, add_generation_prompt=True, tokenize=False)
+        prompt_ids = tok(prompt, add_special_tokens=False)["input_ids"]
+        completion = tok(s.completion + tok.eos_token, add_special_tokens=False, return_offsets_mapping=True)
+        spans = [m.span(1) for m in AGENT_ID.finditer(s.completion)]
+        weights = [AGENT_ID_WEIGHT if any(a < end and start < b for a, b in spans) else 1.0
+                   for start, end in completion["offset_mapping"]]
+        rows.append((prompt_ids + completion["input_ids"], len(prompt_ids), weights))
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / 20) * max(0.05, 1 - step / steps))
+    model.train()
+    first = last = float("nan")
+    for step in range(steps):
+        # most steps see only the prompt's tail (the format is learnt there, at a fraction of the cost);
+        # every fourth sees whole prompts, as the agent will
+        whole = step % 4 == 0
+        chosen = [rows[rng.randrange(len(rows))] for _ in range(batch if whole else 2 * batch)]
+        if not whole:
+            chosen = [(ids[max(0, start - TAIL_TOKENS):], min(start, TAIL_TOKENS), w) for ids, start, w in chosen]
+        width = max(len(ids) for ids, _, _ in chosen)
+        input_ids = torch.full((len(chosen), width), tok.pad_token_id)
+        weight = torch.zeros((len(chosen), width))
+        mask = torch.zeros((len(chosen), width), dtype=torch.long)
+        for i, (ids, prompt_len, w) in enumerate(chosen):
+            input_ids[i, :len(ids)] = torch.tensor(ids)
+            weight[i, prompt_len:len(ids)] = torch.tensor(w)
+            mask[i, :len(ids)] = 1
+        logits = model(input_ids=input_ids, attention_mask=mask).logits[:, :-1].float()
+        token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), input_ids[:, 1:], reduction="none")
+        loss = (token_loss * weight[:, 1:]).sum() / weight[:, 1:].sum()
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        first = loss.item() if step == 0 else first
+        last = loss.item()
+    model.save_pretrained(out_dir)
+    return {"first_loss": first, "last_loss": last}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build the tiny agent for a generated folder into OUT.")
+    parser.add_argument("generated", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--episodes", type=int, default=24)
+    parser.add_argument("--turns", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=600)
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    samples = synthetic_turns(args.generated.resolve(), episodes=args.episodes, turns=args.turns, seed=args.seed)
+    losses = train_agent(args.out, samples, seed=args.seed, steps=args.steps)
+    marker = {"recipe": RECIPE_VERSION, "seed": args.seed, "samples": len(samples), "steps": args.steps,
+              **losses, "seconds": round(time.monotonic() - started, 1)}
+    (args.out / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n")
+    print(json.dumps(marker))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,134 @@
+"""The tiny agent: synthetic turns from the generated set's own game and prompts, a cache keyed by what the
+agent must know, calls that parse and name real helpers, and a runtime check in which the helpers really run."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import copy_generated_set, edit_file, example_generated
+from orchestrator.checks import RuntimeCheckSpec, run_import_check, run_runtime_check
+from orchestrator.config_file import field_kinds, load_config_class
+from orchestrator.demo import example, recorded_roles
+from orchestrator.roles import validate_roles
+from orchestrator.tiny_agent import agent_key, local_tiny_agent, synthetic_turns
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def helper_names(folder: Path) -> set[str]:
+    return set(re.findall(r"^def ([a-z]\w*)\(env", (folder / "helpers.py").read_text(), re.M))
+
+
+@pytest.mark.parametrize("name", ["cleanup", "staghunt"])
+def test_synthetic_turns_are_the_games_prompts_with_brief_calls_to_its_helpers(tmp_path: Path, name: str):
+    folder, _ = example_generated(tmp_path, name)
+    turns = synthetic_turns(folder, episodes=3, turns=4, seed=0)
+    thinking, actions = turns[0::2], turns[1::2]
+    assert len(actions) >= 3 * 2  # several turns of every agent
+    helpers = helper_names(folder)
+    calls = [json.loads(t.completion) for t in actions]
+    assert all(set(c) == {"action", "agent_id", "args"} and c["action"] in helpers for c in calls)
+    assert {c["agent_id"] for c in calls} == {0, 1}
+    assert len({c["action"] for c in calls}) >= 3  # noisy: many helpers, not one scripted move
+    for think, act, call in zip(thinking, actions, calls):
+        assert f"agent {call['agent_id']}" in think.completion and call["action"] in think.completion
+        assert any(think.completion in m["content"] for m in act.messages)  # the action stage reads the thinking
+    # observations move on: the game is stepped, not replayed from its first state
+    assert len({t.messages[-1]["content"] for t in thinking}) > len(thinking) // 2
+
+
+def test_the_cache_key_follows_the_game_and_the_helpers_signatures_not_their_bodies(tmp_path: Path):
+    folder = copy_generated_set(tmp_path / "g")
+    key = agent_key(folder)
+    edit_file(folder, "helpers.py", lambda t: t.replace('"""Do nothing this turn (always completed)."""',
+                                                         '"""Do nothing this turn."""'))
+    edit_file(folder, "train.py", lambda t: t + "\n# edited\n")
+    assert agent_key(folder) == key
+    edit_file(folder, "helpers.py", lambda t: t.replace("def stay(env: CleanupEnv, agent_id: int)",
+                                                         "def stay(env: CleanupEnv, agent_id: int, turns: int)"))
+    assert agent_key(folder) != key
+
+
+@pytest.fixture(scope="session")
+def cleanup_agent(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = copy_generated_set(tmp_path_factory.mktemp("agent") / "generated")
+    return Path(local_tiny_agent(ROOT, folder))
+
+
+@pytest.mark.slow
+def test_the_agent_writes_valid_calls_to_the_games_helpers_most_of_the_time(cleanup_agent: Path, tmp_path: Path):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = copy_generated_set(tmp_path / "g")
+    turns = synthetic_turns(folder, episodes=4, turns=6, seed=99)[1::2][:48]  # unseen games
+    tok = AutoTokenizer.from_pretrained(cleanup_agent, padding_side="left")
+    model = AutoModelForCausalLM.from_pretrained(cleanup_agent)
+    texts = [tok.apply_chat_template(t.messages, add_generation_prompt=True, tokenize=False) for t in turns]
+    batch = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    torch.manual_seed(0)
+    out = model.generate(**batch, max_new_tokens=40, do_sample=True, temperature=1.0, top_k=0, top_p=1.0)
+    helpers = helper_names(folder)
+    parsed = valid = 0
+    for turn, ids in zip(turns, out):
+        text = tok.decode(ids[batch["input_ids"].shape[1]:], skip_special_tokens=True)
+        try:
+            call = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(call, dict) and call.get("action") in helpers:
+            parsed += 1
+            valid += call.get("agent_id") == json.loads(turn.completion)["agent_id"]
+    print(f"{parsed}/{len(turns)} parse and name a helper; {valid}/{len(turns)} also name the right agent")
+    assert parsed >= 0.75 * len(turns) and valid >= 0.35 * len(turns)
+
+
+def cleanup_roles():
+    config_cls = load_config_class(ROOT / "source_of_truth" / "grpo_config.py")
+    return validate_roles(recorded_roles(example("cleanup")), field_kinds(config_cls), cli_possible=True)
+
+
+@pytest.mark.slow
+def test_a_name_error_inside_a_helper_passes_the_import_check_and_is_caught_by_the_runtime_check(
+        cleanup_agent: Path, tmp_path: Path):
+    folder = copy_generated_set(tmp_path / "generated")
+    # a bug only play reaches: on a fresh game (the import check's contract probe) the helpers work
+    for helper in ("stay", "clean", "move"):
+        edit_file(folder, "helpers.py", lambda t, h=helper: re.sub(
+            rf"(def {h}\(env: CleanupEnv, agent_id: int[^)]*\) -> bool:\n    \"\"\"[^\n]*\"\"\"\n)",
+            r"\1    if env.step_count > 0:\n        return arrived\n", t, count=1))
+    assert run_import_check(folder).passed
+    spec = RuntimeCheckSpec(model=str(cleanup_agent), real_model=False, plays=True, episodes=4, turns=3)
+    result = run_runtime_check(folder, spec, cleanup_roles(), tmp_path / "check")
+    assert not result.passed and result.kind == "name"
+    assert "NameError: name 'arrived' is not defined" in result.evidence and "helpers.py" in result.files
+
+
+@pytest.mark.slow
+def test_the_agent_makes_the_runtime_check_show_parsed_actions_and_varying_rewards(cleanup_agent: Path,
+                                                                                  tmp_path: Path):
+    folder = copy_generated_set(tmp_path / "generated")
+    spec = RuntimeCheckSpec(model=str(cleanup_agent), real_model=True, episodes=4, turns=3)
+    result = run_runtime_check(folder, spec, cleanup_roles(), tmp_path / "check")
+    assert result.passed, result.evidence
+    log = (tmp_path / "check/logs/train.logs").read_text()
+    rates = [float(r) for r in re.findall(r" invalid_action_rate=([\d.e-]+)", log)]
+    assert rates and max(rates) < 1.0
+
+
+def test_a_models_folder_override_is_where_agents_are_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from orchestrator.tiny_agent import MARKER_FILE, models_dir
+
+    monkeypatch.setenv("ORCHESTRATOR_MODELS_DIR", str(tmp_path / "cache"))
+    assert models_dir(ROOT) == tmp_path / "cache"
+    folder = copy_generated_set(tmp_path / "g")
+    cached = tmp_path / "cache" / f"tiny-agent-{agent_key(folder)}"
+    cached.mkdir(parents=True)
+    (cached / MARKER_FILE).write_text("{}")
+    assert local_tiny_agent(ROOT, folder) == str(cached)  # found, not rebuilt
+    shutil.rmtree(cached)
