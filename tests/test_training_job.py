@@ -263,6 +263,8 @@ class FakeSlurm:
             return 0, f"{self.sacct}\n{JOB_ID}.batch|{self.sacct.split('|', 1)[1]}\n", ""
         if tool == "scancel":
             return 0, "", ""
+        if tool == "sinfo":
+            return 0, "node1 cpus=2 mem=3900MB gres=(null)\n", ""
         raise AssertionError(f"unexpected command {cmd}")
 
     def called(self, tool: str) -> list[list[str]]:
@@ -284,6 +286,7 @@ def test_sbatch_test_only_failure_fails_without_submitting(tmp_path: Path) -> No
 
     assert result.status == "failed" and result.slurm_job_id is None and result.failure_class == "failed"
     assert "Requested node configuration is not available" in result.stderr_tail
+    assert "node1 cpus=2 mem=3900MB" in result.stderr_tail
     assert result.anomalies[0].kind == "sbatch_refused"
     assert [c[1] for c in fake.called("sbatch")] == ["--test-only"]
 
