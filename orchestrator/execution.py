@@ -62,11 +62,13 @@ def execute(command: Sequence[str], cwd: Path, *, timeout_s: float, env: Mapping
         return ExecutionResult(returncode, _read(out), _read(err), timed_out, time.monotonic() - started)
 
 
-def run_command(cmd: list[str], *, cwd: Path | None = None, timeout_s: float = 10.0) -> tuple[int, str, str]:
+def run_command(cmd: list[str], *, cwd: Path | None = None, timeout_s: float = 10.0,
+                env: Mapping[str, str] | None = None) -> tuple[int, str, str]:
     """A short command (nvidia-smi, sinfo, sbatch, ...): (returncode, stdout, stderr), never raises.
-    A missing program is 127, a timeout 124."""
+    ``env`` is added to this process's environment. A missing program is 127, a timeout 124."""
     try:
-        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s, check=False)
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s, check=False,
+                              env={**os.environ, **env} if env else None)
     except FileNotFoundError:
         return 127, "", f"{cmd[0]}: command not found"
     except subprocess.TimeoutExpired:

@@ -43,7 +43,7 @@ import subprocess
 import sys
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -453,9 +453,10 @@ _HINTS = {
 }
 
 
-def runner_in(cwd: Path, timeout_s: float = 60.0) -> Runner:
-    """``run_command`` in ``cwd``: sbatch's directory is the job's."""
-    return functools.partial(run_command, cwd=cwd, timeout_s=timeout_s)
+def runner_in(cwd: Path, timeout_s: float = 60.0, env: Mapping[str, str] | None = None) -> Runner:
+    """``run_command`` in ``cwd`` with ``env`` added: sbatch's directory is the job's, and sbatch passes its
+    environment on to the job."""
+    return functools.partial(run_command, cwd=cwd, timeout_s=timeout_s, env=env)
 
 
 def _exit_code(text: str) -> int | None:
@@ -611,7 +612,8 @@ def make_job(launch_script: Path, args: list[str], *, use_slurm: bool, log_path:
              poll_s: float | None = None, timeout_s: float | None = None,
              on_progress: ProgressCallback | None = None, run: Runner | None = None,
              record: Path | None = None, sbatch_options: Sequence[str] = ()) -> TrainingJob | SlurmJob:
-    """The job for ``launch_script args``: ``sbatch`` it, or ``bash`` it here with PYTHON = this interpreter.
+    """The job for ``launch_script args``: ``sbatch`` it, or ``bash`` it here; either way with ``env`` and
+    PYTHON = this interpreter in its environment.
 
     Both run in the script's folder (the script cds there); ``log_path`` is the train.logs to watch.
     ``run`` is SlurmJob's command runner. ``record`` (default: ``default_record``) makes the job its
@@ -620,13 +622,14 @@ def make_job(launch_script: Path, args: list[str], *, use_slurm: bool, log_path:
     """
     workdir = Path(launch_script).resolve().parent
     record = record or default_record(log_path)
+    env = {"PYTHON": os.environ.get("PYTHON", sys.executable), **(env or {})}
     if use_slurm:
-        job = SlurmJob(workdir / Path(launch_script).name, args, workdir, log_path, run=run, monitor=monitor,
+        job = SlurmJob(workdir / Path(launch_script).name, args, workdir, log_path,
+                       run=run or runner_in(workdir, env=env), monitor=monitor,
                        poll_s=poll_s or 30.0, timeout_s=timeout_s, on_progress=on_progress,
                        sbatch_options=sbatch_options)
         job.record = record
         return job
-    env = {"PYTHON": os.environ.get("PYTHON", sys.executable), **(env or {})}
     return TrainingJob(["bash", str(Path(launch_script).resolve()), *args], workdir, log_path, env=env,
                        monitor=monitor, poll_s=poll_s or 2.0, timeout_s=timeout_s, on_progress=on_progress,
                        output_dir=Path(log_path).parent, record=record)
