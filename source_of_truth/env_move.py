@@ -211,10 +211,10 @@ class CleanupEnv:
         orchard_width: int = 4,
         clean_beam_length: int = 3,
         waste_spawn_prob: float = 0.5,
-        apple_regrowth_max: float = 0.05,
+        apple_regrowth_max: float = 0.2,
         depletion_threshold: float = 0.4,
         initial_dirt_fraction: float = 0.3,
-        initial_apple_fraction: float = 0.5,
+        initial_apple_fraction: float = 0.15,
         seed: int | None = None,
     ) -> None:
         _check_int("width", width, MIN_SIDE, MAX_SIDE)

@@ -19,6 +19,8 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any, Sequence
 
+REPORT_TO = ("none", "tensorboard", "wandb")  # accepted values of GRPOConfig.report_to
+
 
 @dataclass
 class GRPOConfig:
@@ -64,6 +66,7 @@ class GRPOConfig:
     save_interval: int = 50  # updates between checkpoints (0 disables)
     output_dir: str = "outputs"  # checkpoints and the final model
     log_dir: str = "."  # folder of train.logs and Sample_EP.logs
+    report_to: str = "none"  # also send train.logs' metrics to "tensorboard" or "wandb" (under log_dir/grpo), or "none"
 
     def __post_init__(self) -> None:
         self.validate()
@@ -80,6 +83,8 @@ class GRPOConfig:
             raise ValueError(f"group_size must be >= 2 for group-relative advantages, got {self.group_size}")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.report_to not in REPORT_TO:
+            raise ValueError(f"report_to must be one of {', '.join(REPORT_TO)}, got {self.report_to!r}")
         if self.temperature < 0.0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         for name in ("beta", "epsilon_low", "epsilon_high", "learning_rate", "max_grad_norm", "warmup_steps",

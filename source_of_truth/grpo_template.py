@@ -39,7 +39,9 @@ the ratio is 1, the clip never acts, and with beta = 0 the reported loss starts 
 Logs: `train.logs` gets one `train` line per update (loss, kl, reward_mean and reward_std, lr,
 gradNorm, clip_ratio, ...) and an `eval` line every `eval_interval` updates, as `TIME KIND key=value ...`. `Sample_EP.logs` gets one full episode every
 `sample_log_interval` episodes: per turn and agent the prompt, thinking, action output, parsed call,
-helper result and rewards, and the game board after each turn.
+helper result and rewards, and the game board after each turn. With `report_to` tensorboard or wandb, every
+value of the `train` and `eval` lines except `update` also goes to that tracker through accelerate, under
+`log_dir`/grpo, as train/KEY and eval/KEY (eval_reward_mean -> eval/reward_mean) at step = update.
 
 Multi-GPU: `accelerate launch --num_processes N train.py --field value ...`; each process plays its
 own group (seed offset by process index), gradients are averaged by accelerate.
@@ -49,6 +51,7 @@ own group (seed offset by process index), gradients are averaged by accelerate.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import math
 import random
@@ -672,15 +675,33 @@ def assign_advantages(rollout: Rollout) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 # ---------------------------------------------------------------- logging
-class RunLogs:
-    """train.logs and Sample_EP.logs, written by the main process only."""
+TRACKER_PACKAGES = {"tensorboard": ("tensorboardX", "tensorboard"), "wandb": ("wandb",)}  # any one of them will do
 
-    def __init__(self, config: GRPOConfig, enabled: bool) -> None:
-        self.enabled = enabled
+
+def tracker_options(config: GRPOConfig) -> dict[str, Any]:
+    """Accelerator arguments for `report_to`; exits with the pip command when the tracker's package is missing
+    (accelerate itself would drop the tracker silently)."""
+    if config.report_to == "none":
+        return {}
+    packages = TRACKER_PACKAGES[config.report_to]
+    if not any(importlib.util.find_spec(package) for package in packages):
+        sys.exit(f"report_to={config.report_to} needs the {packages[0]} package: pip install {packages[0]}")
+    return {"log_with": config.report_to, "project_dir": config.log_dir}
+
+
+class RunLogs:
+    """train.logs and Sample_EP.logs, written by the main process only; with `report_to`, the train and eval
+    lines also go to accelerate's tracker."""
+
+    def __init__(self, config: GRPOConfig, accelerator: Accelerator) -> None:
+        self.enabled = accelerator.is_main_process
         log_dir = Path(config.log_dir)
         self.train_path, self.sample_path = log_dir / "train.logs", log_dir / "Sample_EP.logs"
-        if enabled:
+        if self.enabled:
             log_dir.mkdir(parents=True, exist_ok=True)
+        self.tracker = accelerator if config.report_to != "none" else None
+        if self.tracker is not None:
+            self.tracker.init_trackers("grpo", config=config.to_dict(), init_kwargs={"wandb": {"dir": config.log_dir}})
 
     def line(self, kind: str, **values: Any) -> None:
         if not self.enabled:
@@ -690,6 +711,14 @@ class RunLogs:
         with self.train_path.open("a") as fh:
             fh.write(f"{stamp} {kind} {fields_}\n")
         print(f"{kind} {fields_}", flush=True)
+        if self.tracker is not None and kind in ("train", "eval"):
+            self.tracker.log({f"{kind}/{key.removeprefix(kind + '_')}": value for key, value in values.items()
+                              if key != "update"}, step=values["update"])
+
+    def close(self) -> None:
+        """Flush and close the tracker; every process calls it."""
+        if self.tracker is not None:
+            self.tracker.end_training()
 
     def sample_episode(self, episode: int, update: int, seed: int, returns: list[float], transcript: list[str]) -> None:
         if not self.enabled:
@@ -764,12 +793,12 @@ def reduce_mean(accelerator: Accelerator, values: dict[str, float]) -> dict[str,
 def train(config: GRPOConfig) -> None:
     random.seed(config.seed)
     torch.manual_seed(config.seed)
-    accelerator = Accelerator()
+    accelerator = Accelerator(**tracker_options(config))
     episodes_per_update = config.group_size * accelerator.num_processes
     num_updates = math.ceil(config.episodes / episodes_per_update)
     trainer = build_trainer(config, accelerator, num_updates)
     torch.manual_seed(config.seed + accelerator.process_index)
-    logs = RunLogs(config, accelerator.is_main_process)
+    logs = RunLogs(config, accelerator)
     engine = make_engine(accelerator.unwrap_model(trainer.model), trainer.tokenizer, config)
     logs.line("start", model=config.model_name, processes=accelerator.num_processes, updates=num_updates,
               episodes=config.episodes, group_size=config.group_size, agents=config.num_agents)
@@ -805,6 +834,7 @@ def train(config: GRPOConfig) -> None:
             save_checkpoint(trainer, f"checkpoint-{update}")
     save_checkpoint(trainer, "final")
     logs.line("done", updates=num_updates, episodes=episodes_done)
+    logs.close()
 
 
 def main(argv: list[str] | None = None) -> None:

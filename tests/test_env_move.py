@@ -375,3 +375,23 @@ def test_explicit_actions_win_over_pending_ones_and_bad_choices_raise():
         env.set_action(0, "FLY")
     with pytest.raises(ValueError, match="agent id"):
         env.set_action(7, "UP")
+
+
+# -------------------------------------------------------------- social dilemma
+
+
+def test_default_game_is_a_social_dilemma_at_the_training_horizon():
+    """One cleaner + one harvester out-eat two greedy harvesters in total, yet the cleaner eats nothing."""
+    sys.path.insert(0, str(SOURCE_DIR.parent / "benchmarks"))
+    from cleanup_dilemma import STRATEGIES, play
+    from grpo_config import GRPOConfig
+
+    horizon = GRPOConfig().max_env_steps
+    seeds = range(8)
+    nobody = [play(STRATEGIES["nobody cleans"], seed)[horizon - 1] for seed in seeds]
+    cleaning = [play(STRATEGIES["one cleaner + one harvester"], seed)[horizon - 1] for seed in seeds]
+    nobody_totals, cleaning_totals = [sum(apples) for apples in nobody], [sum(apples) for apples in cleaning]
+    assert sum(cleaning_totals) >= 1.3 * sum(nobody_totals)
+    assert sum(c > n for c, n in zip(cleaning_totals, nobody_totals)) >= 6
+    # the dilemma: the cleaner would have eaten more as a greedy harvester
+    assert all(cleaner == 0 for cleaner, _ in cleaning) and sum(nobody_totals) > 0

@@ -29,10 +29,17 @@ def test_bad_bool_is_rejected():
         GRPOConfig.from_args(["--bf16", "maybe"])
 
 
-@pytest.mark.parametrize("field,value", [("group_size", 1), ("top_p", 0.0), ("episodes", 0), ("beta", -1.0)])
+@pytest.mark.parametrize("field,value", [("group_size", 1), ("top_p", 0.0), ("episodes", 0), ("beta", -1.0),
+                                         ("report_to", "tensorboardX"), ("report_to", "")])
 def test_invalid_values_name_the_field(field, value):
     with pytest.raises(ValueError, match=field):
         GRPOConfig(**{field: value})
+
+
+def test_report_to_defaults_to_none_and_takes_each_tracker_from_the_command_line():
+    assert GRPOConfig().report_to == "none"
+    for tracker in ("none", "tensorboard", "wandb"):
+        assert GRPOConfig.from_args(["--report_to", tracker]).report_to == tracker
 
 
 def test_every_field_has_a_comment():
