@@ -14,7 +14,7 @@ start() {
     pgrep -x munged >/dev/null || runuser -u munge -- munged
     local host cpus mem
     host=$(hostname -s)
-    cpus=$(nproc)
+    cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc obeys OMP_NUM_THREADS, which tests pin to 1
     mem=$(awk '/MemTotal/ {print int($2 / 1024 * 0.9)}' /proc/meminfo)
     cat > "$CONF" <<CONFIG
 ClusterName=local
@@ -58,9 +58,17 @@ CONFIG
 }
 
 stop() {
-    pkill -x slurmd 2>/dev/null || true
-    pkill -x slurmctld 2>/dev/null || true
-    pkill -x munged 2>/dev/null || true
+    local name
+    for name in slurmd slurmctld munged; do
+        pkill -x "$name" 2>/dev/null || true
+    done
+    # a daemon saving its state outlives the signal for a moment; a start right after would find it alive
+    for _ in $(seq 1 100); do
+        pgrep -x 'slurmd|slurmctld|munged' >/dev/null || return 0
+        sleep 0.1
+    done
+    echo "slurm daemons still running after 10 s" >&2
+    return 1
 }
 
 case "${1:-}" in
