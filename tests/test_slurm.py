@@ -108,3 +108,16 @@ def test_a_failed_job_is_classified_from_scontrol_without_accounting(cluster, tm
     assert result.status == "failed"
     assert scontrol(job)["JobState"] == "FAILED" and result.returncode == 3
     assert any("ended FAILED" in a.message for a in result.anomalies)
+
+
+def test_the_job_runs_with_this_interpreter_and_the_given_environment(cluster, tmp_path: Path, monkeypatch):
+    """sbatch hands the submitter's environment on: PYTHON must name this interpreter even when the venv is not
+    activated (PATH's python would lack the training stack), and the job's own variables must arrive."""
+    monkeypatch.delenv("PYTHON", raising=False)
+    seen = tmp_path / "seen.txt"
+    script = fake_training(tmp_path, f"echo \"$PYTHON $JOB_MARKER\" > {seen}\n"
+                                     f"echo 'done updates=1' >> {tmp_path}/train.logs")
+    job = make_job(script, [], use_slurm=True, log_path=tmp_path / "train.logs", poll_s=0.5, timeout_s=120,
+                   env={"JOB_MARKER": "from-make-job"})
+    assert job.run().status == "finished"
+    assert seen.read_text().split() == [sys.executable, "from-make-job"]
