@@ -128,7 +128,7 @@ class Progress:
 METRIC_ALIASES: dict[str, tuple[str, ...]] = {
     "update": ("update", "step", "global_step", "iteration", "train_step"),
     "updates": ("updates", "max_steps", "total_steps", "total_updates", "num_updates"),
-    "episode": ("episode", "episodes_done"),
+    "episode": ("episode", "episodes_done", "episodes"),  # episodes played so far, on a train line
     "loss": ("loss", "train_loss", "total_loss"),
     "policy_loss": ("policy_loss", "pg_loss"),
     "kl": ("kl", "kl_mean", "kl_divergence"),

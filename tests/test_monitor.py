@@ -429,6 +429,14 @@ def test_progress_eta_from_last_five_step_times() -> None:
                                          eta_seconds=(20 + 30 + 40 + 50 + 60) / 5 * 4)
 
 
+def test_progress_of_json_lines_with_trl_style_keys() -> None:
+    """A researcher's JSON-lines log: `step`, `total_steps`, `episodes` (played so far), `reward`."""
+    text = ('{"event": "start", "total_steps": 4}\n'
+            '{"event": "train", "step": 2, "episodes": 8, "reward": 0.5, "loss": -0.04, "seconds": 3.0}\n')
+    assert progress(parse_log(text)) == Progress(update=2, total_updates=4, episode=8, reward_mean=0.5, loss=-0.04,
+                                                 eta_seconds=6.0)
+
+
 def test_progress_before_first_update() -> None:
     assert progress(records_for(0, total=10)) == Progress(None, 10, None, None, None, None)
     assert progress([]) == Progress(None, None, None, None, None, None)

@@ -62,7 +62,8 @@ def plan(ctx: RunContext, machine: ProbeResult, model: str, config_cls: type, ro
 
 def describe(progress: Progress) -> str:
     eta = f", ETA {progress.eta_seconds:.0f} s" if progress.eta_seconds is not None else ""
-    return (f"formal_train: update {progress.update}/{progress.total_updates} episode {progress.episode} "
+    episode = f" episode {progress.episode}" if progress.episode is not None else ""
+    return (f"formal_train: update {progress.update}/{progress.total_updates}{episode} "
             f"reward {progress.reward_mean} loss {progress.loss}{eta}")
 
 
