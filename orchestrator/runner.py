@@ -42,6 +42,7 @@ from orchestrator.halt import halt_point
 from orchestrator.journal import Journal, journaled, write_atomic
 from orchestrator.limits import RunStopped
 from orchestrator.llm import LLMError, make_llm
+from orchestrator.plots import curves_section
 from orchestrator.runlock import WorkspaceBusy, WorkspaceLock, marked_process, run_processes, stop_processes
 from orchestrator.state import SOURCE_FILES, Limits, RunContext, RunState, attempt_count, spent
 from orchestrator.training_job import live_jobs
@@ -564,6 +565,7 @@ def _write_report(ctx: RunContext, values: RunState, status: str, reason: str) -
              "| node | attempt | outcome | commit | tokens |", "|---|---|---|---|---|"]
     lines += [f"| {a['node']} | {a['attempt']} | {a['outcome']} | {(a.get('sha') or '-')[:10]} | {a['tokens']} |"
               for a in values.get("attempts") or []]
+    lines += curves_section(ctx.run_dir)
     write_atomic(ctx.run_dir / "report.md", "\n".join(lines) + "\n")
 
 
