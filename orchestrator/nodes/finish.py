@@ -6,7 +6,8 @@ from langgraph.runtime import Runtime
 
 from orchestrator.actionlog import Event
 from orchestrator.plots import curves_section
-from orchestrator.state import RunContext, RunState, spent
+from orchestrator.runs import spent
+from orchestrator.state import RunContext, RunState
 
 
 def finish(state: RunState, runtime: Runtime[RunContext]) -> dict:
