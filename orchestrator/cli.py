@@ -179,7 +179,7 @@ def status(run_id: Optional[str] = typer.Argument(None, help="default: the lates
         console.print(f"    {node}: {int(row.get('calls', 0))} calls, {int(row.get('tokens', 0))} tokens, "
                       f"${row.get('cost_usd', 0.0):.4f}")
     if info["metrics"]:
-        console.print(f"  {metrics_line(info['metrics'])}", markup=False, highlight=False)
+        console.print(f"  {metrics_line(info['metrics'])}", markup=False, highlight=False, soft_wrap=True)
     if info["last_error"]:
         console.print(f"  last error: {info['last_error']}")
 
