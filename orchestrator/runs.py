@@ -39,12 +39,12 @@ def to_disk(value: str, root: Path) -> str:
         return value
 
 
-def from_disk(value: str, root: Path) -> str:
+def _from_disk(value: str, root: Path) -> str:
     return str(root / value[len(_REL):]) if isinstance(value, str) and value.startswith(_REL) else value
 
 
 def llm_paths(spec: str, convert: Callable[[str, Path], str], root: Path) -> str:
-    """An LLM spec with a replay transcript's path converted (to_disk or from_disk)."""
+    """An LLM spec with a replay transcript's path converted (to_disk or _from_disk)."""
     kind, sep, arg = spec.partition(":")
     return f"{kind}:{convert(arg, root)}" if kind == "replay" and sep else spec
 
@@ -88,11 +88,11 @@ class RunSettings:
         try:
             data = json.loads(path.read_text())
             data["project_root"] = str(root)
-            data["source_of_truth"] = from_disk(data["source_of_truth"], root)
-            data["llm"] = llm_paths(data["llm"], from_disk, root)
+            data["source_of_truth"] = _from_disk(data["source_of_truth"], root)
+            data["llm"] = llm_paths(data["llm"], _from_disk, root)
             for group in ("runtime_check", "formal"):
                 if isinstance(data.get(group, {}).get("model"), str):
-                    data[group]["model"] = from_disk(data[group]["model"], root)
+                    data[group]["model"] = _from_disk(data[group]["model"], root)
             return cls(**data)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise SetupError(f"{path} is damaged ({type(exc).__name__}: {exc}); this run cannot be resumed: "
