@@ -87,6 +87,7 @@ def write_curves(log_path: Path, out_dir: Path, title: str) -> Curves:
         return Curves([], f"no curves: {log_path} holds no train line with a known metric")
     try:
         from matplotlib.figure import Figure  # no pyplot: no global backend or figure state
+        from matplotlib.ticker import MaxNLocator
     except ImportError:
         return Curves([], "no curves: matplotlib is not installed (pip install matplotlib)")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -94,13 +95,14 @@ def write_curves(log_path: Path, out_dir: Path, title: str) -> Curves:
     for metric, points in series.items():
         figure = Figure(figsize=(6, 3.5), layout="constrained")
         axes = figure.subplots()
-        finite = [(u, v) for u, v in points if math.isfinite(v)]
-        if finite:
-            axes.plot([u for u, _ in finite], [v for _, v in finite], marker="o", markersize=3, label=metric)
+        # a nan breaks the line there, so no segment pretends to know the value at a bad update
+        axes.plot([u for u, _ in points], [v if math.isfinite(v) else math.nan for _, v in points], marker="o",
+                  markersize=3, label=metric)
         bad = [u for u, v in points if not math.isfinite(v)]
         for i, update in enumerate(bad):
             axes.axvline(update, color="red", linestyle="--", linewidth=1, label="nan / inf" if i == 0 else None)
         axes.set(title=f"{title}: {metric}", xlabel="update", ylabel=metric)
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         axes.grid(alpha=0.3)
         axes.legend(loc="best", fontsize="small")
         path = out_dir / f"{metric}.png"

@@ -45,7 +45,7 @@ def test_the_nan_line_is_drawn_in_red(tmp_path: Path):
     real = Figure.savefig
 
     def spy(self, *args, **kwargs):
-        drawn.append([(line.get_color(), line.get_linestyle(), list(line.get_xdata()))
+        drawn.append([(line.get_color(), line.get_linestyle(), list(line.get_xdata()), list(line.get_ydata()))
                       for line in self.axes[0].get_lines()])
         return real(self, *args, **kwargs)
 
@@ -57,8 +57,10 @@ def test_the_nan_line_is_drawn_in_red(tmp_path: Path):
     finally:
         Figure.savefig = real
     reward, loss = drawn[0], drawn[1]
-    assert not any(color == "red" for color, _, _ in reward)
-    assert ("red", "--", [2, 2]) in loss
+    assert not any(color == "red" for color, *_ in reward)
+    assert [(color, style, x) for color, style, x, _ in loss if color == "red"] == [("red", "--", [2, 2])]
+    curve = loss[0][3]  # the line breaks at the nan instead of joining its neighbours
+    assert curve[0] == 0.5 and math.isnan(curve[1]) and curve[2] == 0.4
 
 
 def test_other_spellings_are_found_by_pattern(tmp_path: Path):
