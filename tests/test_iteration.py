@@ -53,6 +53,9 @@ def test_nan_in_the_formal_run_stops_it_then_fix_and_restart(project: Path, tmp_
                                                         "formal_train attempt 2", "review attempt 1"]
     first_log = project / "workspace/training/formal-1/train.logs"
     assert "nan" in first_log.read_text() and (project / "workspace/training/formal-1/manifest.json").exists()
+    report = (project / "runs/r1/report.md").read_text()
+    assert report.index("### formal-1") < report.index("### formal-2")
+    assert (project / "runs/r1/plots/formal-1/loss.png").exists()
 
 
 @pytest.mark.parametrize("name", ["cleanup", "staghunt"])

@@ -2,9 +2,11 @@
 metrics in it; the read-only commands never import the training stack."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -92,3 +94,17 @@ def test_read_only_commands_import_no_training_stack(run_dir: Path):
     result = subprocess.run([sys.executable, "-c", probe, str(run_dir.parents[1])], capture_output=True, text=True,
                             timeout=120)
     assert "HEAVY []" in result.stdout and "run r1: blocked" in result.stdout, result.stdout + result.stderr
+
+
+def test_a_stopped_run_s_report_links_its_curves(run_dir: Path):
+    from orchestrator.journal import Journal
+    from orchestrator.plots import write_curves
+    from orchestrator.runner import _write_report
+
+    log = run_dir.parents[1] / "workspace" / "training" / "formal-1" / "train.logs"
+    write_curves(log, run_dir / "plots" / "formal-1", "formal-1")
+    ctx = SimpleNamespace(run_id="r1", run_dir=run_dir, journal=Journal(run_dir / "journal.jsonl"))
+    _write_report(ctx, VALUES, "interrupted", "interrupted by the user")
+    report = (run_dir / "report.md").read_text()
+    links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", report)
+    assert "## Curves" in report and len(links) == 4 and all((run_dir / link).is_file() for link in links)
