@@ -12,19 +12,21 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from orchestrator.checks import RuntimeCheckSpec
-from orchestrator.formal import DEFAULT_MODEL, FormalSpec
-from orchestrator.runner import (RunOutcome, SetupError, check_source_of_truth, list_runs, resume_run, run_summary,
-                                 start_run)
-from orchestrator.state import Limits, spent
+from orchestrator.formal import DEFAULT_MODEL
+from orchestrator.runs import SetupError, list_runs, metrics_line, run_summary, spent
 from orchestrator.tiny_agent import TINY_AGENT
-from orchestrator.workspace import Workspace, WorkspaceError
+
+if TYPE_CHECKING:
+    from orchestrator.runner import RunOutcome
+
+# status, list and history answer at once: the training stack (LangGraph, the anthropic SDK, git, torch)
+# is imported inside the commands that run the pipeline
 
 console = Console(width=None if sys.stdout.isatty() else 200)  # full tables in logs and pipes
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False)
@@ -95,6 +97,12 @@ def run(
     project_root: Path = RootOption,
 ) -> None:
     """The whole pipeline, Step 0 to the end."""
+    from orchestrator.checks import RuntimeCheckSpec
+    from orchestrator.formal import FormalSpec
+    from orchestrator.runner import start_run
+    from orchestrator.state import Limits
+    from orchestrator.workspace import WorkspaceError
+
     limits = Limits(max_cost_usd=max_cost, max_tokens=max_tokens, max_attempts_per_check=max_attempts)
     spec = RuntimeCheckSpec(model=check_model, real_model=check_model not in ("", TINY_AGENT),
                             episodes=check_episodes)
@@ -120,6 +128,9 @@ def resume(
     project_root: Path = RootOption,
 ) -> None:
     """Continue a run from its checkpoint (after a crash, a cap, or from a chosen node)."""
+    from orchestrator.runner import resume_run
+    from orchestrator.workspace import WorkspaceError
+
     try:
         with _progress() as on_event:
             outcome = resume_run(project_root, run_id, from_node=from_node, max_cost_usd=max_cost,
@@ -132,6 +143,8 @@ def resume(
 @app.command()
 def history(run_id: str = typer.Argument(...), project_root: Path = RootOption) -> None:
     """Every attempt of a run, read from the workspace's git history."""
+    from orchestrator.workspace import Workspace, WorkspaceError
+
     try:
         attempts = Workspace(project_root / "workspace").history(branch=f"run/{run_id}")
     except WorkspaceError as exc:
@@ -147,7 +160,8 @@ def history(run_id: str = typer.Argument(...), project_root: Path = RootOption) 
 @app.command()
 def status(run_id: Optional[str] = typer.Argument(None, help="default: the latest run"),
            project_root: Path = RootOption) -> None:
-    """Where a run stands: status, next node, tokens and cost, last error."""
+    """Where a run stands: status, next node, tokens and cost, the latest formal run's latest metrics,
+    last error."""
     runs = list_runs(project_root)
     if run_id is None:
         if not runs:
@@ -164,6 +178,8 @@ def status(run_id: Optional[str] = typer.Argument(None, help="default: the lates
     for node, row in info["ledger"].items():
         console.print(f"    {node}: {int(row.get('calls', 0))} calls, {int(row.get('tokens', 0))} tokens, "
                       f"${row.get('cost_usd', 0.0):.4f}")
+    if info["metrics"]:
+        console.print(f"  {metrics_line(info['metrics'])}", markup=False, highlight=False, soft_wrap=True)
     if info["last_error"]:
         console.print(f"  last error: {info['last_error']}")
 
@@ -188,6 +204,7 @@ def check(
     """Every rule over a folder, no LLM: the static ones, then the import check and the contract on a real game
     (in a fresh interpreter). Exit 0 only when all pass; warnings are printed but do not fail."""
     from orchestrator.checks import run_import_check
+    from orchestrator.runner import check_source_of_truth
     from orchestrator.rules import check_folder, errors
 
     try:
@@ -215,6 +232,7 @@ def demo(example: str = typer.Option("cleanup", help="an example under examples/
          project_root: Path = RootOption) -> None:
     """The whole pipeline offline: a recorded LLM, the tiny local model, no network, no GPU, no key."""
     from orchestrator.demo import roles_of, run_demo
+    from orchestrator.workspace import WorkspaceError
 
     started = time.monotonic()
     try:

@@ -26,7 +26,8 @@ from orchestrator.checks import RuntimeCheckSpec
 from orchestrator.config_file import accepted_values, field_help, field_kinds, load_config_class, value_kind
 from orchestrator.formal import FormalSpec
 from orchestrator.roles import ConfigRoles, parses_command_line, suggest_roles, validate_roles
-from orchestrator.runner import RunOutcome, SetupError, start_run
+from orchestrator.runner import RunOutcome, start_run
+from orchestrator.runs import SetupError
 from orchestrator.tiny_agent import TINY_AGENT
 
 PROJECT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,8 @@ A node that is about to spend tokens calls `ensure_budget` first. Exceeding a ca
 
 from __future__ import annotations
 
-from orchestrator.state import Limits, RunState, spent
+from orchestrator.runs import spent
+from orchestrator.state import Limits, RunState
 
 
 class RunStopped(Exception):

@@ -28,16 +28,14 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-import anthropic
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception, stop_after_attempt
 from tenacity import wait_exponential_jitter
 
-try:  # anthropic 2.x runs on httpx2; earlier releases on httpx
-    import httpx2 as _http
-except ImportError:  # pragma: no cover - depends on the installed SDK
-    import httpx as _http  # type: ignore[no-redef]
+if TYPE_CHECKING:
+    import anthropic
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +160,24 @@ class _MalformedResponse(Exception):
     """A 200 response that is not a complete Messages API message."""
 
 
-_MALFORMED = (_MalformedResponse, json.JSONDecodeError, anthropic.APIResponseValidationError)
+def _sdk() -> ModuleType:
+    """The anthropic SDK, imported on first use: importing it takes about a second, which the commands
+    that never call the API (status, list, history, replayed runs) should not pay."""
+    import anthropic
+
+    return anthropic
+
+
+def _transport_error() -> type[Exception]:
+    try:  # anthropic 2.x runs on httpx2; earlier releases on httpx
+        import httpx2 as http
+    except ImportError:  # pragma: no cover - depends on the installed SDK
+        import httpx as http  # type: ignore[no-redef]
+    return http.TransportError
+
+
+def _malformed() -> tuple[type[Exception], ...]:
+    return (_MalformedResponse, json.JSONDecodeError, _sdk().APIResponseValidationError)
 
 
 class AnthropicLLM:
@@ -183,7 +198,7 @@ class AnthropicLLM:
         if not api_key:
             raise LLMError(_MISSING_KEY)
         self.model = model
-        self._client = anthropic.Anthropic(
+        self._client = _sdk().Anthropic(
             api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_s
         )
         self._max_attempts = max_attempts
@@ -219,7 +234,7 @@ class AnthropicLLM:
                 f"Anthropic API still failing after {self._max_attempts} attempts: "
                 f"{_describe(last)}; try again later or resume the run"
             ) from last
-        except anthropic.APIStatusError as err:
+        except _sdk().APIStatusError as err:
             raise self._rejected(err) from err
 
     def _request_params(
@@ -303,9 +318,9 @@ def _with_cache_prefix(messages: list[Message], cache_prefix: list[str]) -> list
 
 
 def _is_retryable(err: BaseException) -> bool:
-    if isinstance(err, (anthropic.APIConnectionError, _http.TransportError, *_MALFORMED)):
+    if isinstance(err, (_sdk().APIConnectionError, _transport_error(), *_malformed())):
         return True
-    if not isinstance(err, anthropic.APIStatusError):
+    if not isinstance(err, _sdk().APIStatusError):
         return False
     if err.response.headers.get("x-should-retry") == "false":
         return False
@@ -317,7 +332,7 @@ def _is_retryable(err: BaseException) -> bool:
 
 def _retry_after_s(err: BaseException | None) -> float | None:
     """The server's requested wait: `retry-after-ms` first, then `retry-after` (seconds)."""
-    if not isinstance(err, anthropic.APIStatusError):
+    if not isinstance(err, _sdk().APIStatusError):
         return None
     headers = err.response.headers
     for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
@@ -368,10 +383,10 @@ def _error_fields(body: object) -> tuple[str | None, str | None]:
 
 
 def _describe(err: BaseException | None) -> str:
-    if isinstance(err, anthropic.APIStatusError):
+    if isinstance(err, _sdk().APIStatusError):
         kind, text = _error_fields(err.body)
         text = f"HTTP {err.status_code} {kind or type(err).__name__}: {text or err}"
-    elif isinstance(err, _MALFORMED):
+    elif isinstance(err, _malformed()):
         text = f"malformed response ({type(err).__name__}: {err})"
     else:
         text = f"{type(err).__name__}: {err}"

@@ -4,7 +4,8 @@ A run is `runs/RUN_ID/` with `run.json` (settings and status; paths relative to 
 a copied project resumes into itself), `checkpoints.sqlite` (LangGraph, thread id = run id, written
 before the next node starts), `journal.jsonl` (every paid answer and every commit, fsynced: see
 orchestrator.journal), `jobs/` (training job records), `events.jsonl`, `claude.logs`, `probe.json`,
-`report.md`.
+`report.md`, `state.json` (orchestrator.runs: what `status` reads, rewritten after every checkpoint),
+`plots/` (orchestrator.plots).
 
 Crash consistency: one run at a time holds the workspace (orchestrator.runlock). A resume after a
 crash reconciles the journal with the checkpoint: commits no checkpointed attempt names are rolled
@@ -27,7 +28,7 @@ import time
 import traceback
 import uuid
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -42,8 +43,10 @@ from orchestrator.halt import halt_point
 from orchestrator.journal import Journal, journaled, write_atomic
 from orchestrator.limits import RunStopped
 from orchestrator.llm import LLMError, make_llm
+from orchestrator.plots import curves_section
 from orchestrator.runlock import WorkspaceBusy, WorkspaceLock, marked_process, run_processes, stop_processes
-from orchestrator.state import SOURCE_FILES, Limits, RunContext, RunState, attempt_count, spent
+from orchestrator.runs import RunSettings, SetupError, llm_paths, spent, to_disk, write_state
+from orchestrator.state import SOURCE_FILES, Limits, RunContext, RunState, attempt_count
 from orchestrator.training_job import live_jobs
 from orchestrator.workspace import Workspace, WorkspaceError
 from orchestrator.rules import CONFIG_CLASS, config_fields
@@ -52,82 +55,6 @@ from orchestrator.template import TemplateError, read_template
 EXIT_CODES = {"done": 0, "blocked": 1, "failed": 1, "budget": 3, "interrupted": 130}
 CRASHED = ("running", "interrupted")  # statuses a resume may find half-done work after
 SOURCE_CHECK_TIMEOUT_S = 120.0
-_REL = "./"  # a path stored relative to the project root
-
-
-class SetupError(ValueError):
-    """Bad input found before anything runs; the message says what to do."""
-
-
-def _to_disk(value: str, root: Path) -> str:
-    """An absolute path inside `root` as "./REL"; anything else (model ids, outside paths) unchanged."""
-    if not value or not Path(value).is_absolute():
-        return value
-    try:
-        return _REL + Path(value).resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return value
-
-
-def _from_disk(value: str, root: Path) -> str:
-    return str(root / value[len(_REL):]) if isinstance(value, str) and value.startswith(_REL) else value
-
-
-def _llm_paths(spec: str, convert: Callable[[str, Path], str], root: Path) -> str:
-    kind, sep, arg = spec.partition(":")
-    return f"{kind}:{convert(arg, root)}" if kind == "replay" and sep else spec
-
-
-@dataclass
-class RunSettings:
-    run_id: str
-    llm: str
-    project_root: str
-    source_of_truth: str
-    limits: dict[str, Any] = field(default_factory=dict)
-    runtime_check: dict[str, Any] = field(default_factory=dict)  # RuntimeCheckSpec fields; model "" = tiny local
-    formal: dict[str, Any] = field(default_factory=dict)  # FormalSpec fields
-    fresh: bool = False  # start from the workspace's initial commit instead of earlier runs' outputs
-    status: str = "created"
-    exit_reason: str = ""
-    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S"))
-
-    @property
-    def run_dir(self) -> Path:
-        return Path(self.project_root) / "runs" / self.run_id
-
-    def save(self) -> None:
-        """run.json, atomically; every path inside the project root stored relative to it."""
-        root = Path(self.project_root)
-        data = asdict(self)
-        data["project_root"] = "."
-        data["source_of_truth"] = _to_disk(self.source_of_truth, root)
-        data["llm"] = _llm_paths(self.llm, _to_disk, root)
-        for group in ("runtime_check", "formal"):
-            if isinstance(data[group].get("model"), str):
-                data[group]["model"] = _to_disk(data[group]["model"], root)
-        write_atomic(self.run_dir / "run.json", json.dumps(data, indent=2))
-
-    @classmethod
-    def load(cls, project_root: Path, run_id: str) -> "RunSettings":
-        root = project_root.resolve()
-        path = root / "runs" / run_id / "run.json"
-        if not path.exists():
-            raise SetupError(f"no run {run_id!r} under {root / 'runs'}: see `python -m orchestrator list`")
-        try:
-            data = json.loads(path.read_text())
-            data["project_root"] = str(root)
-            data["source_of_truth"] = _from_disk(data["source_of_truth"], root)
-            data["llm"] = _llm_paths(data["llm"], _from_disk, root)
-            for group in ("runtime_check", "formal"):
-                if isinstance(data.get(group, {}).get("model"), str):
-                    data[group]["model"] = _from_disk(data[group]["model"], root)
-            return cls(**data)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise SetupError(f"{path} is damaged ({type(exc).__name__}: {exc}); this run cannot be resumed: "
-                             f"start a new one with `python -m orchestrator run`") from exc
-
-
 @dataclass(frozen=True)
 class RunOutcome:
     run_id: str
@@ -210,23 +137,6 @@ def check_source_of_truth(folder: Path) -> None:
         raise SetupError(f"source of truth: {problem[:400]}; {fix}")
 
 
-def list_runs(project_root: Path) -> list[RunSettings]:
-    """Every run, oldest first; a run.json that says running while no process holds the workspace is
-    shown as `crashed`, a damaged one as `damaged`."""
-    runs = []
-    held = WorkspaceLock(project_root).held_by_someone()
-    for path in sorted((project_root / "runs").glob("*/run.json")):
-        try:
-            settings = RunSettings.load(project_root, path.parent.name)
-            if settings.status == "running" and not held:
-                settings.status = "crashed"
-            runs.append(settings)
-        except SetupError as exc:
-            runs.append(RunSettings(path.parent.name, "?", str(project_root), "", status="damaged",
-                                    exit_reason=str(exc)))
-    return runs
-
-
 class _Saver(SqliteSaver):
     """SqliteSaver with a test hook right after each checkpoint is on disk: the node boundary."""
 
@@ -261,6 +171,16 @@ def thread(run_id: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": run_id}}
 
 
+def checkpoint_state(run_dir: Path, run_id: str) -> tuple[RunState, tuple[str, ...]]:
+    """The latest checkpoint's values and next nodes."""
+    with open_graph(run_dir, must_exist=True) as graph:
+        try:
+            snapshot = graph.get_state(thread(run_id))
+        except sqlite3.DatabaseError as exc:
+            raise _damaged(run_dir, exc) from exc
+    return snapshot.values or {}, tuple(snapshot.next)
+
+
 def _llm_or_setup_error(spec: str, **kwargs: Any) -> Any:
     try:
         return make_llm(spec, **kwargs)
@@ -279,7 +199,7 @@ def make_context(settings: RunSettings, on_event: Callable[[str], None],
         log.record(Event(settings.run_id, tag, "llm_retry", "the API failed in a way worth retrying", line))
         on_event(f"{tag}: {line}")
 
-    spec = _llm_paths(settings.llm, _to_disk, root)  # as run.json has it: the same in a copied project
+    spec = llm_paths(settings.llm, to_disk, root)  # as run.json has it: the same in a copied project
     inner = _llm_or_setup_error(settings.llm, answered=journal.answered(spec), on_retry=on_retry)
     workspace = Workspace.open(root / "workspace", create=create_workspace)
     workspace.on_commit = lambda sha, parent, node, attempt, branch: journal.append(
@@ -524,7 +444,9 @@ def _drive(settings: RunSettings, ctx: RunContext, graph_input: RunState | None,
     finished = False
     with marked_process(settings.run_dir), open_graph(settings.run_dir) as graph, _stop_signals_interrupt():
         try:
-            graph.invoke(graph_input, config, context=ctx, durability="sync")
+            for _ in graph.stream(graph_input, config, context=ctx, durability="sync", stream_mode="values"):
+                snapshot = graph.get_state(thread(settings.run_id))  # the checkpoint just written
+                write_state(settings.run_dir, settings.status, "", snapshot.values, snapshot.next)
             values = graph.get_state(thread(settings.run_id)).values
             status, reason = values.get("status", "done"), values.get("exit_reason", "")
             finished = True
@@ -546,7 +468,9 @@ def _drive(settings: RunSettings, ctx: RunContext, graph_input: RunState | None,
             settings.status, settings.exit_reason = status, reason
             settings.save()
             ctx.log.record(Event(settings.run_id, "run", "stop", "the graph returned or stopped", f"{status}: {reason}"))
-        values = graph.get_state(thread(settings.run_id)).values
+        snapshot = graph.get_state(thread(settings.run_id))
+        write_state(settings.run_dir, status, reason, snapshot.values, snapshot.next)
+        values = snapshot.values
     if not finished:
         _write_report(ctx, values, status, reason)
     return RunOutcome(settings.run_id, status, reason, dict(values))
@@ -564,30 +488,5 @@ def _write_report(ctx: RunContext, values: RunState, status: str, reason: str) -
              "| node | attempt | outcome | commit | tokens |", "|---|---|---|---|---|"]
     lines += [f"| {a['node']} | {a['attempt']} | {a['outcome']} | {(a.get('sha') or '-')[:10]} | {a['tokens']} |"
               for a in values.get("attempts") or []]
+    lines += curves_section(ctx.run_dir)
     write_atomic(ctx.run_dir / "report.md", "\n".join(lines) + "\n")
-
-
-def run_summary(project_root: Path, run_id: str) -> dict[str, Any]:
-    """What `status` shows: settings, where the graph stands, spend (paid answers not yet in the ledger
-    included), the last error."""
-    project_root = project_root.resolve()
-    settings = RunSettings.load(project_root, run_id)
-    with open_graph(settings.run_dir, must_exist=True) as graph:
-        try:
-            snapshot = graph.get_state(thread(run_id))
-        except sqlite3.DatabaseError as exc:
-            raise _damaged(settings.run_dir, exc) from exc
-    values = snapshot.values or {}
-    tokens, cost = spent(values)
-    pending_tokens, pending_cost = Journal(settings.run_dir / "journal.jsonl").pending_spend(values.get("ledger") or {})
-    evidence = values.get("evidence") or {}
-    status = settings.status
-    if status == "running" and not WorkspaceLock(project_root).held_by_someone():
-        status = "crashed"  # run.json says running but no process holds the workspace
-    return {"run_id": run_id, "status": status, "reason": settings.exit_reason or (
-                f"the process ended without stopping the run; resume with `python -m orchestrator resume {run_id}`"
-                if status == "crashed" else ""), "llm": settings.llm,
-            "next": list(snapshot.next), "tokens": tokens + pending_tokens, "cost_usd": cost + pending_cost,
-            "pending_tokens": pending_tokens, "limits": settings.limits,
-            "attempts": len(values.get("attempts") or []), "skipped": values.get("skipped") or [],
-            "ledger": values.get("ledger") or {}, "last_error": evidence.get("summary", "")}

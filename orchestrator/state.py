@@ -80,11 +80,5 @@ class RunContext:
         return self.workspace.path(GENERATED_DIR)
 
 
-def spent(state: RunState) -> tuple[int, float]:
-    """(tokens, USD) spent so far in this run, from the ledger."""
-    rows = (state.get("ledger") or {}).values()
-    return int(sum(r.get("tokens", 0) for r in rows)), float(sum(r.get("cost_usd", 0.0) for r in rows))
-
-
 def attempt_count(state: RunState, node: str) -> int:
     return sum(1 for a in state.get("attempts") or [] if a["node"] == node)

@@ -3,6 +3,7 @@ the offline demo runs the whole pipeline and leaves every attempt in git."""
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from orchestrator.demo import IDEAS, example, formal_proposal, recorded_roles
 from orchestrator.formal import FormalSpec
 from orchestrator.monitor import parse_log
 from orchestrator.runner import start_run
+from orchestrator.runs import metrics_line
 
 REWARD = "def shape_reward(reward: float, info: dict, agent_id: int) -> float:\n    return reward\n"
 NAN_REWARD = ("def shape_reward(reward: float, info: dict, agent_id: int) -> float:\n"
@@ -51,6 +53,9 @@ def test_nan_in_the_formal_run_stops_it_then_fix_and_restart(project: Path, tmp_
                                                         "formal_train attempt 2", "review attempt 1"]
     first_log = project / "workspace/training/formal-1/train.logs"
     assert "nan" in first_log.read_text() and (project / "workspace/training/formal-1/manifest.json").exists()
+    report = (project / "runs/r1/report.md").read_text()
+    assert report.index("### formal-1") < report.index("### formal-2")
+    assert (project / "runs/r1/plots/formal-1/loss.png").exists()
 
 
 @pytest.mark.parametrize("name", ["cleanup", "staghunt"])
@@ -69,3 +74,20 @@ def test_the_offline_demo_runs_the_whole_pipeline(project: Path, name: str):
     records = parse_log((project / "workspace/training/formal-1/train.logs").read_text())
     assert [r.kind for r in records if r.kind == "train"] and all(
         math.isfinite(r.values["loss"]) for r in records if r.kind == "train")
+    # learning you can see: state.json, a valid PNG per metric, the report's links to them, status's metric line
+    run_dir = next((project / "runs").glob("demo-*"))
+    state = json.loads((run_dir / "state.json").read_text())
+    assert state["status"] == "done" and state["next"] == []
+    assert [a["node"] for a in state["attempts"] if a.get("sha")][-2:] == ["formal_train", "review"]
+    assert sum(row["tokens"] for row in state["ledger"].values()) > 0
+    metrics = state["latest_metrics"]
+    assert metrics["run"] == "formal-1" and metrics["update"] == max(r.values["update"] for r in records
+                                                                     if r.kind == "train")
+    pngs = sorted((run_dir / "plots" / "formal-1").glob("*.png"))
+    assert {"reward", "loss", "grad_norm"} <= {p.stem for p in pngs}
+    assert all(p.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") for p in pngs)
+    links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", (run_dir / "report.md").read_text())
+    assert sorted(run_dir / link for link in links) == pngs
+    status = subprocess.run([sys.executable, "-m", "orchestrator", "status", "--project-root", str(project)],
+                            capture_output=True, text=True, timeout=120)
+    assert metrics_line(metrics) in status.stdout, status.stdout + status.stderr

@@ -5,7 +5,9 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from orchestrator.actionlog import Event
-from orchestrator.state import RunContext, RunState, spent
+from orchestrator.plots import curves_section
+from orchestrator.runs import spent
+from orchestrator.state import RunContext, RunState
 
 
 def finish(state: RunState, runtime: Runtime[RunContext]) -> dict:
@@ -21,6 +23,7 @@ def finish(state: RunState, runtime: Runtime[RunContext]) -> dict:
     evidence = state.get("evidence")
     if status != "done" and evidence:
         lines += ["", f"## Last evidence ({evidence.get('check')})", "", "```", evidence.get("text", ""), "```"]
+    lines += curves_section(ctx.run_dir)
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     (ctx.run_dir / "report.md").write_text("\n".join(lines) + "\n")
     ctx.log.record(Event(ctx.run_id, "finish", "report", "every run ends with a status and a report",

@@ -25,6 +25,7 @@ from orchestrator.formal import (DEFAULT_MODEL, config_values, is_stand_in, memo
 from orchestrator.limits import ensure_budget
 from orchestrator.manifest import record_job_config, saved_job_config, write_manifest
 from orchestrator.monitor import MonitorConfig, Progress, parse_log, summarize_trends
+from orchestrator.plots import PLOTS_DIR, write_curves
 from orchestrator.nodes.checks import fixes_for
 from orchestrator.probe import ProbeResult
 from orchestrator.tiny_agent import TINY_AGENT, playing_model
@@ -159,6 +160,11 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     for name, text in (("job.stdout", result.stdout_tail), ("job.stderr", result.stderr_tail)):
         (log_dir / name).write_text(text)
     collect_logs(watch_dir, log_dir)
+    plots_dir = ctx.run_dir / PLOTS_DIR / f"formal-{attempt}"
+    curves = write_curves(log_dir / LOG_NAME, plots_dir, f"formal-{attempt}")
+    drawn = curves.reason or f"{len(curves.files)} curves in {plots_dir}"
+    ctx.log.record(Event(ctx.run_id, "formal_train", "curves", "learning you can see: a PNG per metric", drawn))
+    ctx.on_event(f"formal_train: {drawn}")
     saved = saved_job_config(out_dir, set(config))
     if saved is not None:
         differs = record_job_config(log_dir / "manifest.json", config, *saved)

@@ -1,0 +1,211 @@
+"""What is known about runs without the training stack: settings (run.json), the state after the last
+checkpoint (state.json), the list of runs and the summary `status` prints.
+
+This module imports neither LangGraph, nor torch, nor the anthropic SDK, so `status` and `list` answer
+at once. `runs/RUN_ID/state.json` is written by the runner after every checkpoint (status, next node,
+attempts, spend per node, last error, the latest formal run's latest metrics); a run from before
+state.json existed is read from its LangGraph checkpoint instead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.journal import Journal, write_atomic
+from orchestrator.plots import latest_metrics
+from orchestrator.runlock import WorkspaceLock
+
+STATE_FILE = "state.json"
+_REL = "./"  # a path stored relative to the project root
+
+
+class SetupError(ValueError):
+    """Bad input found before anything runs; the message says what to do."""
+
+
+def to_disk(value: str, root: Path) -> str:
+    """An absolute path inside `root` as "./REL"; anything else (model ids, outside paths) unchanged."""
+    if not value or not Path(value).is_absolute():
+        return value
+    try:
+        return _REL + Path(value).resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return value
+
+
+def _from_disk(value: str, root: Path) -> str:
+    return str(root / value[len(_REL):]) if isinstance(value, str) and value.startswith(_REL) else value
+
+
+def llm_paths(spec: str, convert: Callable[[str, Path], str], root: Path) -> str:
+    """An LLM spec with a replay transcript's path converted (to_disk or _from_disk)."""
+    kind, sep, arg = spec.partition(":")
+    return f"{kind}:{convert(arg, root)}" if kind == "replay" and sep else spec
+
+
+@dataclass
+class RunSettings:
+    run_id: str
+    llm: str
+    project_root: str
+    source_of_truth: str
+    limits: dict[str, Any] = field(default_factory=dict)
+    runtime_check: dict[str, Any] = field(default_factory=dict)  # RuntimeCheckSpec fields; model "" = tiny local
+    formal: dict[str, Any] = field(default_factory=dict)  # FormalSpec fields
+    fresh: bool = False  # start from the workspace's initial commit instead of earlier runs' outputs
+    status: str = "created"
+    exit_reason: str = ""
+    created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S"))
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.project_root) / "runs" / self.run_id
+
+    def save(self) -> None:
+        """run.json, atomically; every path inside the project root stored relative to it."""
+        root = Path(self.project_root)
+        data = asdict(self)
+        data["project_root"] = "."
+        data["source_of_truth"] = to_disk(self.source_of_truth, root)
+        data["llm"] = llm_paths(self.llm, to_disk, root)
+        for group in ("runtime_check", "formal"):
+            if isinstance(data[group].get("model"), str):
+                data[group]["model"] = to_disk(data[group]["model"], root)
+        write_atomic(self.run_dir / "run.json", json.dumps(data, indent=2))
+
+    @classmethod
+    def load(cls, project_root: Path, run_id: str) -> "RunSettings":
+        root = project_root.resolve()
+        path = root / "runs" / run_id / "run.json"
+        if not path.exists():
+            raise SetupError(f"no run {run_id!r} under {root / 'runs'}: see `python -m orchestrator list`")
+        try:
+            data = json.loads(path.read_text())
+            data["project_root"] = str(root)
+            data["source_of_truth"] = _from_disk(data["source_of_truth"], root)
+            data["llm"] = llm_paths(data["llm"], _from_disk, root)
+            for group in ("runtime_check", "formal"):
+                if isinstance(data.get(group, {}).get("model"), str):
+                    data[group]["model"] = _from_disk(data[group]["model"], root)
+            return cls(**data)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise SetupError(f"{path} is damaged ({type(exc).__name__}: {exc}); this run cannot be resumed: "
+                             f"start a new one with `python -m orchestrator run`") from exc
+
+
+def spent(state: Mapping[str, Any]) -> tuple[int, float]:
+    """(tokens, USD) spent so far in a run, from the ledger of its state."""
+    rows = (state.get("ledger") or {}).values()
+    return int(sum(r.get("tokens", 0) for r in rows)), float(sum(r.get("cost_usd", 0.0) for r in rows))
+
+
+def list_runs(project_root: Path) -> list[RunSettings]:
+    """Every run, oldest first; a run.json that says running while no process holds the workspace is
+    shown as `crashed`, a damaged one as `damaged`."""
+    runs = []
+    held = WorkspaceLock(project_root).held_by_someone()
+    for path in sorted((project_root / "runs").glob("*/run.json")):
+        try:
+            settings = RunSettings.load(project_root, path.parent.name)
+            if settings.status == "running" and not held:
+                settings.status = "crashed"
+            runs.append(settings)
+        except SetupError as exc:
+            runs.append(RunSettings(path.parent.name, "?", str(project_root), "", status="damaged",
+                                    exit_reason=str(exc)))
+    return runs
+
+
+def _attempt_number(path: Path) -> int:
+    found = re.search(r"(\d+)$", path.stem)
+    return int(found.group(1)) if found else 0
+
+
+def latest_formal_metrics(run_dir: Path, formal_log_dir: str = "") -> dict[str, Any] | None:
+    """The latest formal attempt's name and its last logged metrics (orchestrator.plots names, plus
+    `update`): from the log its job record names (live while it trains), else from the folder the
+    last ended attempt's logs were collected into; None when neither has a train line."""
+    candidates = []
+    records = sorted(run_dir.glob("jobs/formal-*.json"), key=_attempt_number)
+    if records:
+        try:
+            log_path = json.loads(records[-1].read_text()).get("log_path")
+        except (OSError, ValueError):
+            log_path = None
+        if log_path:
+            candidates.append((records[-1].stem, Path(log_path)))
+    if formal_log_dir:
+        candidates.append((Path(formal_log_dir).name, Path(formal_log_dir) / "train.logs"))
+    for name, path in candidates:
+        metrics = latest_metrics(path)
+        if metrics:
+            return {"run": name, **metrics}
+    return None
+
+
+def metrics_line(metrics: Mapping[str, Any]) -> str:
+    """`formal run formal-1, update 4: reward -0.15, loss 0.012, ...`"""
+    values = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if k not in ("run", "update"))
+    return f"formal run {metrics['run']}, update {int(metrics['update'])}: {values}"
+
+
+def state_record(run_dir: Path, status: str, exit_reason: str, values: Mapping[str, Any],
+                 next_nodes: Sequence[str]) -> dict[str, Any]:
+    """What state.json holds, from a checkpoint's values and the run's status."""
+    evidence = values.get("evidence") or {}
+    formal_log_dir = values.get("formal_log_dir") or ""
+    return {"status": status, "exit_reason": exit_reason, "next": list(next_nodes),
+            "attempts": list(values.get("attempts") or []), "skipped": list(values.get("skipped") or []),
+            "ledger": dict(values.get("ledger") or {}), "last_error": evidence.get("summary", ""),
+            "formal_log_dir": formal_log_dir, "latest_metrics": latest_formal_metrics(run_dir, formal_log_dir),
+            "updated": time.strftime("%Y-%m-%dT%H:%M:%S")}
+
+
+def write_state(run_dir: Path, status: str, exit_reason: str, values: Mapping[str, Any],
+                next_nodes: Sequence[str]) -> None:
+    """runs/RUN_ID/state.json, atomically."""
+    record = state_record(run_dir, status, exit_reason, values, next_nodes)
+    write_atomic(run_dir / STATE_FILE, json.dumps(record, indent=1, default=str))
+
+
+def read_state(run_dir: Path) -> dict[str, Any] | None:
+    """state.json, or None when it is missing or damaged."""
+    try:
+        data = json.loads((run_dir / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def run_summary(project_root: Path, run_id: str) -> dict[str, Any]:
+    """What `status` shows: settings, where the graph stands, spend (paid answers not yet in the ledger
+    included), the last error, the latest formal run's latest metrics."""
+    project_root = project_root.resolve()
+    settings = RunSettings.load(project_root, run_id)
+    state = read_state(settings.run_dir)
+    if state is None:  # a run from before state.json: its checkpoint knows the same
+        from orchestrator.runner import checkpoint_state
+
+        values, next_nodes = checkpoint_state(settings.run_dir, run_id)
+        state = state_record(settings.run_dir, settings.status, settings.exit_reason, values, next_nodes)
+    ledger = state.get("ledger") or {}
+    tokens, cost = spent(state)
+    pending_tokens, pending_cost = Journal(settings.run_dir / "journal.jsonl").pending_spend(ledger)
+    status = settings.status
+    if status == "running" and not WorkspaceLock(project_root).held_by_someone():
+        status = "crashed"  # run.json says running but no process holds the workspace
+    return {"run_id": run_id, "status": status, "reason": settings.exit_reason or (
+                f"the process ended without stopping the run; resume with `python -m orchestrator resume {run_id}`"
+                if status == "crashed" else ""), "llm": settings.llm,
+            "next": state.get("next") or [], "tokens": tokens + pending_tokens, "cost_usd": cost + pending_cost,
+            "pending_tokens": pending_tokens, "limits": settings.limits,
+            "attempts": len(state.get("attempts") or []), "skipped": state.get("skipped") or [],
+            "ledger": ledger, "last_error": state.get("last_error") or "",
+            "metrics": latest_formal_metrics(settings.run_dir, state.get("formal_log_dir") or "")
+            or state.get("latest_metrics")}
