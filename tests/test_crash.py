@@ -28,7 +28,7 @@ from orchestrator.llm import Usage
 from orchestrator.monitor import parse_log
 from orchestrator.runlock import RUN_DIR_ENV
 
-HALT_WAIT_S = 300.0  # generous: the machine may be loaded; a halt normally comes within seconds
+HALT_WAIT_S = 900.0  # generous: a halt normally comes within seconds, but one may follow a tiny-agent build (minutes under load)
 IMPORT_FAULT = ("import prompt_template\n", "import prompt_templates\n")
 
 
