@@ -64,7 +64,7 @@ stop() {
     done
     # a daemon saving its state outlives the signal for a moment; a start right after would find it alive
     for _ in $(seq 1 100); do
-        pgrep -x 'slurmd|slurmctld|munged' >/dev/null || return 0
+        pgrep -x slurmd >/dev/null || pgrep -x slurmctld >/dev/null || pgrep -x munged >/dev/null || return 0
         sleep 0.1
     done
     echo "slurm daemons still running after 10 s" >&2
