@@ -162,6 +162,7 @@ def test_a_hard_coded_training_value_in_the_launch_script_is_flagged_and_removed
     outcome = run(project, server, monkeypatch, until="rules")
     assert outcome.status == "done", outcome.reason
     assert "--max_action_tokens 4" not in (project / "workspace/generated/launch_training.sh").read_text()
+    assert_history_is_every_attempt(project, outcome)
 
 
 @pytest.mark.parametrize("escalations", [2])
