@@ -7,7 +7,7 @@ reads reward mean and invalid-action rate from train.logs, prints a table of fir
 effect (GRPO minus control, last quarter) with its spread across seeds, and plots the curves.
 
     python benchmarks/learning_bench.py [--games cleanup staghunt] [--seeds 0 1 2] [--updates 40]
-                                        [--lr 3e-4] [--plot benchmarks/results/learning.png]
+                                        [--lr 3e-4] [--agents N] [--plot benchmarks/results/learning.png]
 
 Values reach train.py through each example's roles mapping (its own field names); the learning rate is
 the config's `learning_rate` field (both examples have one).
@@ -46,7 +46,7 @@ def generated_folder(game: str, dest: Path) -> Path:
 
 
 def run_values(game: str, folder: Path, *, model: str, seed: int, lr: float, updates: int, group: int, turns: int,
-               log_dir: Path) -> list[str]:
+               log_dir: Path, agents: int | None = None) -> list[str]:
     ex = example(game)
     config_path = folder / "grpo_config.py"
     config_cls = load_config_class(config_path)
@@ -59,7 +59,8 @@ def run_values(game: str, folder: Path, *, model: str, seed: int, lr: float, upd
         "model": model, "episodes_total": updates * group, "updates_total": updates, "group_generations": group,
         "episode_turns": turns, "thinking_cap": 40, "action_cap": 40, "random_seed": seed, "precision": False,
         "checkpointing": False, "eval_every": 1_000_000, "save_every": 1_000_000, "sample_every": 1_000_000,
-        "log_folder": str(log_dir), "output_folder": str(log_dir / "outputs")})
+        "log_folder": str(log_dir), "output_folder": str(log_dir / "outputs"),
+        **({"agent_count": agents} if agents else {})})
     values["learning_rate"] = lr
     return deliver(roles, values, config_path)
 
@@ -68,7 +69,7 @@ def one_run(game: str, folder: Path, model: str, seed: int, lr: float, args: arg
             work: Path) -> dict[str, list[float]]:
     log_dir = work / f"{game}-seed{seed}-lr{lr:g}"
     cli = run_values(game, folder, model=model, seed=seed, lr=lr, updates=args.updates, group=args.group,
-                     turns=args.turns, log_dir=log_dir)
+                     turns=args.turns, log_dir=log_dir, agents=args.agents)
     env = {**os.environ, "PYTHON": sys.executable, "CPU_PROCESSES": "1", "OMP_NUM_THREADS": "1"}
     done = subprocess.run(["bash", "launch_training.sh", *cli], cwd=folder, env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -88,7 +89,8 @@ def spread(values: list[float]) -> str:
 
 
 def report(results: dict, args: argparse.Namespace) -> None:
-    print(f"\n{args.updates} updates, group {args.group}, {args.turns} turns, lr {args.lr:g} vs 0, "
+    print(f"\n{args.updates} updates, group {args.group}, {args.turns} turns, {args.agents or 'default'} agents, "
+          f"lr {args.lr:g} vs 0, "
           f"seeds {' '.join(map(str, args.seeds))}; mean ± std across seeds")
     print(f"{'game':9} {'metric':20} {'arm':5} {'first quarter':>15} {'last quarter':>15} {'change':>15}")
     for game, arms in results.items():
@@ -141,6 +143,7 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=4)
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--agents", type=int, default=None, help="agents per game (default: the config's)")
     parser.add_argument("--plot", type=Path, default=ROOT / "benchmarks" / "results" / "learning.png")
     args = parser.parse_args()
     results: dict[str, dict[str, list[dict[str, list[float]]]]] = {}
