@@ -67,11 +67,14 @@ def metric_series(records: list[LogRecord]) -> dict[str, list[tuple[int, float]]
     return series
 
 
+def log_series(log_path: Path) -> dict[str, list[tuple[int, float]]]:
+    """metric_series of the train.logs at `log_path`; {} when the file does not exist."""
+    return metric_series(parse_log(log_path.read_text(errors="replace"))) if log_path.is_file() else {}
+
+
 def latest_metrics(log_path: Path) -> dict[str, float]:
     """The update number and the last value of each metric in a train.logs; {} when it has no train line."""
-    if not log_path.is_file():
-        return {}
-    series = metric_series(parse_log(log_path.read_text(errors="replace")))
+    series = log_series(log_path)
     if not series:
         return {}
     latest = {metric: points[-1][1] for metric, points in series.items()}
@@ -82,7 +85,7 @@ def write_curves(log_path: Path, out_dir: Path, title: str) -> Curves:
     """One PNG per metric present in the log at `log_path`, into `out_dir`."""
     if not log_path.is_file():
         return Curves([], f"no curves: {log_path} does not exist")
-    series = metric_series(parse_log(log_path.read_text(errors="replace")))
+    series = log_series(log_path)
     if not series:
         return Curves([], f"no curves: {log_path} holds no train line with a known metric")
     try:

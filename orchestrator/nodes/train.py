@@ -129,14 +129,15 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     config = answer.parsed
     defaults = config_values(config_cls)
     overrides = {k: v for k, v in config.items() if v != defaults.get(k)}
-    rel_dir = f"{TRAINING_DIR}/formal-{attempt}"
+    job_name = f"formal-{attempt}"  # the attempt's folder name everywhere: logs, outputs, job record, plots
+    rel_dir = f"{TRAINING_DIR}/{job_name}"
     log_dir = ctx.workspace.path(rel_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     # checkpoints go to the run folder, never into the workspace's git; the logs end up where they are committed
-    out_dir = ctx.run_dir / f"formal-{attempt}"
+    out_dir = ctx.run_dir / job_name
     config = {**config, **roles.to_fields({"output_folder": str(out_dir), "log_folder": str(log_dir)})}
     watch_dir = log_dir if roles.field_of("log_folder") else log_folder(roles, out_dir, ctx.generated)
-    record = ctx.run_dir / "jobs" / f"formal-{attempt}.json"
+    record = ctx.run_dir / "jobs" / f"{job_name}.json"
     if not record.exists():  # a recorded job may still be running: a resume adopts it, and its logs stay
         for stale in (LOG_NAME, SAMPLE_LOG_NAME):
             (watch_dir / stale).unlink(missing_ok=True)
@@ -160,8 +161,8 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     for name, text in (("job.stdout", result.stdout_tail), ("job.stderr", result.stderr_tail)):
         (log_dir / name).write_text(text)
     collect_logs(watch_dir, log_dir)
-    plots_dir = ctx.run_dir / PLOTS_DIR / f"formal-{attempt}"
-    curves = write_curves(log_dir / LOG_NAME, plots_dir, f"formal-{attempt}")
+    plots_dir = ctx.run_dir / PLOTS_DIR / job_name
+    curves = write_curves(log_dir / LOG_NAME, plots_dir, job_name)
     drawn = curves.reason or f"{len(curves.files)} curves in {plots_dir}"
     ctx.log.record(Event(ctx.run_id, "formal_train", "curves", "learning you can see: a PNG per metric", drawn))
     ctx.on_event(f"formal_train: {drawn}")
