@@ -61,6 +61,7 @@ def cleanup_agent(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.tiny_agent("cleanup")
 def test_the_agent_writes_valid_calls_to_the_games_helpers_most_of_the_time(cleanup_agent: Path, tmp_path: Path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -85,7 +86,7 @@ def test_the_agent_writes_valid_calls_to_the_games_helpers_most_of_the_time(clea
             parsed += 1
             valid += call.get("agent_id") == json.loads(turn.completion)["agent_id"]
     print(f"{parsed}/{len(turns)} parse and name a helper; {valid}/{len(turns)} also name the right agent")
-    assert parsed >= 0.75 * len(turns) and valid >= 0.35 * len(turns)
+    assert parsed >= 0.75 * len(turns) and valid >= 0.85 * len(turns)
 
 
 def cleanup_roles():
@@ -94,6 +95,7 @@ def cleanup_roles():
 
 
 @pytest.mark.slow
+@pytest.mark.tiny_agent("cleanup")
 def test_a_name_error_inside_a_helper_passes_the_import_check_and_is_caught_by_the_runtime_check(
         cleanup_agent: Path, tmp_path: Path):
     folder = copy_generated_set(tmp_path / "generated")
@@ -110,6 +112,7 @@ def test_a_name_error_inside_a_helper_passes_the_import_check_and_is_caught_by_t
 
 
 @pytest.mark.slow
+@pytest.mark.tiny_agent("cleanup")
 def test_the_agent_makes_the_runtime_check_show_parsed_actions_and_varying_rewards(cleanup_agent: Path,
                                                                                   tmp_path: Path):
     folder = copy_generated_set(tmp_path / "generated")
@@ -132,3 +135,31 @@ def test_a_models_folder_override_is_where_agents_are_cached(tmp_path: Path, mon
     (cached / MARKER_FILE).write_text("{}")
     assert local_tiny_agent(ROOT, folder) == str(cached)  # found, not rebuilt
     shutil.rmtree(cached)
+
+
+def test_a_second_builder_waits_for_the_first_and_takes_its_agent(tmp_path: Path):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from orchestrator.tiny_agent import MARKER_FILE, _build_lock, models_dir
+
+    env = {**os.environ, "ORCHESTRATOR_MODELS_DIR": str(tmp_path / "cache")}
+    folder = copy_generated_set(tmp_path / "g")
+    out = tmp_path / "cache" / f"tiny-agent-{agent_key(folder)}"
+    assert models_dir(ROOT) != out.parent  # the child alone looks in this cache
+    with _build_lock(out):  # this process is the first builder
+        build = ("import sys; from pathlib import Path; from orchestrator.tiny_agent import local_tiny_agent; "
+                 "print(local_tiny_agent(Path(sys.argv[1]), Path(sys.argv[2])))")
+        child = subprocess.Popen([sys.executable, "-c", build, str(ROOT), str(folder)], cwd=ROOT, env=env,
+                                 stdout=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while f"-> FLOCK  ADVISORY  WRITE {child.pid} " not in Path("/proc/locks").read_text():
+            assert child.poll() is None and time.monotonic() < deadline, "the second builder never waited"
+            time.sleep(0.05)
+        out.mkdir()
+        (out / MARKER_FILE).write_text("{}")  # the first build's result
+    assert child.communicate(timeout=60)[0].strip() == str(out)
+    assert sorted(p.name for p in out.iterdir()) == [MARKER_FILE]  # taken as it was, not built again
+    assert not list(out.parent.glob("*.building-*"))
