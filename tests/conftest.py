@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -13,13 +15,38 @@ import pytest
 # one torch thread for the tests and their subprocesses, set before torch is imported: on a small shared machine
 # it is measured faster than two (benchmarks/README.md, "Threads"); an OMP_NUM_THREADS already set wins
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# the tiny agents built during the session (one per game and helper set), shared by every test project root and
-# the subprocesses they start; point it at a lasting folder to keep them between sessions
+# the tiny agents built during the session (one per game and helper set), shared by every test project root, the
+# subprocesses they start and the xdist workers (which inherit it from the controller); point it at a lasting folder
+# to keep them between sessions
 os.environ.setdefault("ORCHESTRATOR_MODELS_DIR", tempfile.mkdtemp(prefix="orchestrator-models-"))
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE_OF_TRUTH = ROOT / "source_of_truth"
 REFERENCE = ROOT / "examples" / "cleanup" / "reference_generated"
+
+
+_AGENT_BUILDS: list[subprocess.Popen] = []
+_BUILD_AGENT = ("import sys; from pathlib import Path; from orchestrator.tiny_agent import local_tiny_agent; "
+                "local_tiny_agent(Path(sys.argv[1]), Path(sys.argv[2]))")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start building the tiny agents that the collected tests mark (`@pytest.mark.tiny_agent(GAME)`), one
+    background process each: the builds (a minute or two each) overlap the tests before them, and a test that
+    needs an agent waits on its build lock instead of building it again."""
+    games = sorted({marker.args[0] for item in session.items for marker in item.iter_markers("tiny_agent")})
+    for game in games:
+        folder, _ = example_generated(Path(tempfile.mkdtemp(prefix="agent-build-")), game)
+        _AGENT_BUILDS.append(subprocess.Popen([sys.executable, "-c", _BUILD_AGENT, str(ROOT), str(folder)], cwd=ROOT,
+                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                              start_new_session=True))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    for build in _AGENT_BUILDS:  # a session that ended early does not leave a build running
+        if build.poll() is None:
+            os.killpg(build.pid, signal.SIGKILL)
+            build.wait()
 
 
 @pytest.fixture(scope="session")

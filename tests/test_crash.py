@@ -197,6 +197,7 @@ DEMO_MOMENTS = [
 ]
 
 
+@pytest.mark.tiny_agent("cleanup")
 def test_the_demo_killed_at_each_moment_of_formal_training_and_review_resumes_to_the_same_end(
         project: Path, tiny_model_dir: Path):
     replies, reference, source = demo_script()

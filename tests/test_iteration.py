@@ -58,7 +58,8 @@ def test_nan_in_the_formal_run_stops_it_then_fix_and_restart(project: Path, tmp_
     assert (project / "runs/r1/plots/formal-1/loss.png").exists()
 
 
-@pytest.mark.parametrize("name", ["cleanup", "staghunt"])
+@pytest.mark.parametrize("name", [pytest.param(game, marks=pytest.mark.tiny_agent(game))
+                                  for game in ("cleanup", "staghunt")])
 def test_the_offline_demo_runs_the_whole_pipeline(project: Path, name: str):
     result = subprocess.run([sys.executable, "-m", "orchestrator", "demo", "--example", name,
                              "--project-root", str(project)], capture_output=True, text=True, timeout=900)
