@@ -4,10 +4,12 @@ For each example game (its source of truth plus its reference generated set) and
 `launch_training.sh` from the same warm start (the tiny agent built for that game): GRPO at --lr, and the
 same number of updates at learning rate 0 (same sampling, same games, no weight change). Per update it
 reads reward mean and invalid-action rate from train.logs, prints a table of first and last quarters, the
-effect (GRPO minus control, last quarter) with its spread across seeds, and plots the curves.
+effect (GRPO's change minus the control's) and the last quarter's gap (GRPO minus control, the same games)
+with their spread across seeds, and plots the curves.
 
-    python benchmarks/learning_bench.py [--games cleanup staghunt] [--seeds 0 1 2] [--updates 40]
-                                        [--lr 3e-4] [--agents N] [--plot benchmarks/results/learning.png]
+    python benchmarks/learning_bench.py [--games cleanup staghunt] [--seeds 0 1 2] [--updates 30] [--group 8]
+                                        [--turns 5] [--lr 3e-4] [--agents N] [--jobs 2] [--save RUNS.json]
+                                        [--plot benchmarks/results/learning.png]
 
 Values reach train.py through each example's roles mapping (its own field names); the learning rate is
 the config's `learning_rate` field (both examples have one).
@@ -16,6 +18,8 @@ the config's `learning_rate` field (both examples have one).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import json
 import os
 import shutil
 import statistics
@@ -35,6 +39,7 @@ from orchestrator.roles import deliver, parses_command_line, validate_roles  # n
 from orchestrator.tiny_agent import local_tiny_agent  # noqa: E402
 
 METRICS = ("reward_mean", "invalid_action_rate")
+SMOOTHING = 5
 
 
 def generated_folder(game: str, dest: Path) -> Path:
@@ -65,18 +70,15 @@ def run_values(game: str, folder: Path, *, model: str, seed: int, lr: float, upd
     return deliver(roles, values, config_path)
 
 
-def one_run(game: str, folder: Path, model: str, seed: int, lr: float, args: argparse.Namespace,
-            work: Path) -> dict[str, list[float]]:
-    log_dir = work / f"{game}-seed{seed}-lr{lr:g}"
-    cli = run_values(game, folder, model=model, seed=seed, lr=lr, updates=args.updates, group=args.group,
-                     turns=args.turns, log_dir=log_dir, agents=args.agents)
+def one_run(game: str, folder: Path, cli: list[str], log_dir: Path) -> dict[str, list[float]]:
+    """One training run through the example's launch script; every train.logs metric per update."""
     env = {**os.environ, "PYTHON": sys.executable, "CPU_PROCESSES": "1", "OMP_NUM_THREADS": "1"}
     done = subprocess.run(["bash", "launch_training.sh", *cli], cwd=folder, env=env, capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"{game} seed {seed} lr {lr}: training failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"{game} ({log_dir.name}): training failed:\n{done.stderr[-3000:]}")
     log = next(iter(sorted(log_dir.rglob("train.logs"), key=lambda p: len(p.parts))))
     updates = [r for r in parse_log(log.read_text()) if r.kind == "train"]
-    return {m: [r.values[m] for r in updates if m in r.values] for m in METRICS}
+    return {m: [r.values[m] for r in updates if m in r.values] for m in sorted({k for r in updates for k in r.values})}
 
 
 def quarter_means(series: list[float]) -> tuple[float, float]:
@@ -102,9 +104,19 @@ def report(results: dict, args: argparse.Namespace) -> None:
                 print(f"{game:9} {metric:20} {arm:5} {spread(list(firsts)):>15} {spread(list(lasts)):>15} "
                       f"{spread(changes[arm]):>15}")
             effect = [g - c for g, c in zip(changes["grpo"], changes["lr=0"])]
-            pooled = statistics.stdev(effect) if len(effect) > 1 else float("nan")
-            print(f"{game:9} {metric:20} effect (GRPO change - control change): {spread(effect)}"
-                  f"  (mean/std = {statistics.fmean(effect) / pooled if pooled else float('nan'):.2f})")
+            gap = [quarter_means(g[metric])[1] - quarter_means(c[metric])[1]
+                   for g, c in zip(arms["grpo"], arms["lr=0"])]
+            for name, values in (("effect (GRPO change - control change)", effect),
+                                 ("last quarter, GRPO - control", gap)):
+                pooled = statistics.stdev(values) if len(values) > 1 else float("nan")
+                print(f"{game:9} {metric:20} {name}: {spread(values)}"
+                      f"  (mean/std = {statistics.fmean(values) / pooled if pooled else float('nan'):.2f})")
+
+
+def smoothed(series: list[float]) -> list[float]:
+    """Mean of the last SMOOTHING updates (fewer at the start): each update plays other games, so single updates
+    swing with the games drawn."""
+    return [statistics.fmean(series[max(0, i - SMOOTHING + 1): i + 1]) for i in range(len(series))]
 
 
 def plot(results: dict, path: Path) -> None:
@@ -118,7 +130,7 @@ def plot(results: dict, path: Path) -> None:
         for col, metric in enumerate(METRICS):
             ax = axes[row][col]
             for arm, colour in (("grpo", "tab:blue"), ("lr=0", "tab:gray")):
-                runs = [run[metric] for run in arms[arm]]
+                runs = [smoothed(run[metric]) for run in arms[arm]]
                 width = min(len(r) for r in runs)
                 mean = [statistics.fmean(r[i] for r in runs) for i in range(width)]
                 low = [min(r[i] for r in runs) for i in range(width)]
@@ -126,7 +138,7 @@ def plot(results: dict, path: Path) -> None:
                 steps = range(1, width + 1)
                 ax.plot(steps, mean, color=colour, label=f"{arm} (mean of {len(runs)} seeds)")
                 ax.fill_between(steps, low, high, color=colour, alpha=0.2)
-            ax.set_title(f"{game}: {metric}")
+            ax.set_title(f"{game}: {metric} ({SMOOTHING}-update mean)")
             ax.set_xlabel("update")
             ax.legend(fontsize=8)
     fig.tight_layout()
@@ -139,11 +151,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--games", nargs="+", default=["cleanup", "staghunt"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--updates", type=int, default=40)
-    parser.add_argument("--group", type=int, default=4)
-    parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--updates", type=int, default=30)
+    parser.add_argument("--group", type=int, default=8)
+    parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--lr", type=float, default=3e-4)
     parser.add_argument("--agents", type=int, default=None, help="agents per game (default: the config's)")
+    parser.add_argument("--jobs", type=int, default=2, help="training runs at once (one thread each)")
+    parser.add_argument("--save", type=Path, default=None, help="write every run's per-update metrics as JSON")
     parser.add_argument("--plot", type=Path, default=ROOT / "benchmarks" / "results" / "learning.png")
     args = parser.parse_args()
     results: dict[str, dict[str, list[dict[str, list[float]]]]] = {}
@@ -152,12 +166,25 @@ def main() -> None:
         for game in args.games:
             folder = generated_folder(game, work / game)
             model = local_tiny_agent(ROOT, folder)
-            results[game] = {"grpo": [], "lr=0": []}
+            runs = []  # the values are read from the config in this process, one run at a time
             for seed in args.seeds:
                 for arm, lr in (("grpo", args.lr), ("lr=0", 0.0)):
-                    started = time.monotonic()
-                    results[game][arm].append(one_run(game, folder, model, seed, lr, args, work))
-                    print(f"{game} seed {seed} {arm}: {time.monotonic() - started:.0f} s", flush=True)
+                    log_dir = work / f"{game}-seed{seed}-lr{lr:g}"
+                    cli = run_values(game, folder, model=model, seed=seed, lr=lr, updates=args.updates,
+                                     group=args.group, turns=args.turns, log_dir=log_dir, agents=args.agents)
+                    runs.append((arm, seed, cli, log_dir))
+
+            def timed(arm: str, seed: int, cli: list[str], log_dir: Path, game=game, folder=folder):
+                started = time.monotonic()
+                series = one_run(game, folder, cli, log_dir)
+                print(f"{game} seed {seed} {arm}: {time.monotonic() - started:.0f} s", flush=True)
+                return series
+
+            with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+                series = list(pool.map(lambda run: timed(*run), runs))
+            results[game] = {arm: [s for run, s in zip(runs, series) if run[0] == arm] for arm in ("grpo", "lr=0")}
+    if args.save:
+        args.save.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results}))
     report(results, args)
     if args.plot:
         plot(results, args.plot)
