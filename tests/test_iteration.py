@@ -16,6 +16,7 @@ from orchestrator.checks import RuntimeCheckSpec
 from orchestrator.demo import IDEAS, example, formal_proposal, recorded_roles
 from orchestrator.formal import FormalSpec
 from orchestrator.monitor import parse_log
+from orchestrator.plots import log_series
 from orchestrator.runner import start_run
 from orchestrator.runs import metrics_line
 
@@ -75,6 +76,11 @@ def test_the_offline_demo_runs_the_whole_pipeline(project: Path, name: str):
     records = parse_log((project / "workspace/training/formal-1/train.logs").read_text())
     assert [r.kind for r in records if r.kind == "train"] and all(
         math.isfinite(r.values["loss"]) for r in records if r.kind == "train")
+    # the tiny agent plays: its groups' returns differ, so updates have a gradient and the reward moves
+    series = log_series(project / "workspace/training/formal-1/train.logs")
+    grad_norms = [value for _, value in series["grad_norm"]]
+    assert sum(value > 1e-4 for value in grad_norms) >= len(grad_norms) - 1, grad_norms
+    assert len({value for _, value in series["reward"]}) > 1, series["reward"]
     # learning you can see: state.json, a valid PNG per metric, the report's links to them, status's metric line
     run_dir = next((project / "runs").glob("demo-*"))
     state = json.loads((run_dir / "state.json").read_text())
