@@ -33,7 +33,10 @@ _BUILD_AGENT = ("import sys; from pathlib import Path; from orchestrator.tiny_ag
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start building the tiny agents that the collected tests mark (`@pytest.mark.tiny_agent(GAME)`), one
     background process each: the builds (a minute or two each) overlap the tests before them, and a test that
-    needs an agent waits on its build lock instead of building it again."""
+    needs an agent waits on its build lock instead of building it again. Every xdist worker collects the same
+    tests: the first one starts the builds, for all of them."""
+    if os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0":
+        return
     games = sorted({marker.args[0] for item in session.items for marker in item.iter_markers("tiny_agent")})
     for game in games:
         folder, _ = example_generated(Path(tempfile.mkdtemp(prefix="agent-build-")), game)
