@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.config_file import field_kinds, load_config_class  # noqa: E402
 from orchestrator.demo import example, recorded_roles  # noqa: E402
-from orchestrator.monitor import parse_log  # noqa: E402
+from orchestrator.logformat import parse_log  # noqa: E402
 from orchestrator.roles import deliver, parses_command_line, validate_roles  # noqa: E402
 from orchestrator.tiny_agent import local_tiny_agent  # noqa: E402
 

@@ -9,6 +9,7 @@ numbers, addresses, numbers, quoted values) so the same failure after a fix is r
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 import shutil
@@ -17,11 +18,12 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from orchestrator.census import Census, census_env, read_census
 from orchestrator.config_file import accepted_values, load_config_class
 from orchestrator.execution import ExecutionResult, execute, last_traceback, strip_progress_bars, tail
 from orchestrator.rules import GENERATED_FILES, check_folder, errors
 from orchestrator.rules.dynamic import probe_folder
-from orchestrator.monitor import parse_log
+from orchestrator.logformat import LogFormat, read_log, sample_problems
 from orchestrator.roles import ConfigRoles, deliver
 
 EVIDENCE_CHARS = 6000
@@ -198,10 +200,23 @@ def find_log(folder: Path, name: str = LOG_NAME) -> Path:
     return nested[0] if nested else direct
 
 
-def run_runtime_check(folder: Path, spec: RuntimeCheckSpec, roles: ConfigRoles, work_dir: Path) -> CheckResult:
+@dataclass(frozen=True)
+class ShortRun:
+    """What a short run left: how it ended, its folder and log, the values it could not set, and which
+    training processes really started."""
+
+    result: ExecutionResult
+    code: Path
+    log_path: Path
+    refused: list[str]
+    census: Census | None
+    expected_processes: int
+
+
+def short_run(folder: Path, spec: RuntimeCheckSpec, roles: ConfigRoles, work_dir: Path, gpus: int = 0) -> ShortRun:
     """`bash launch_training.sh` shrunk to a few episodes, on a copy of the generated folder (so config
-    values written for the check and its outputs never touch the workspace); it must log updates with
-    finite numbers."""
+    values written for the check and its outputs never touch the workspace), asked for one process per
+    GPU, or `spec.cpu_processes` gloo processes without one."""
     if work_dir.exists():
         shutil.rmtree(work_dir)
     code, log_dir = work_dir / "code", work_dir / "logs"
@@ -211,14 +226,40 @@ def run_runtime_check(folder: Path, spec: RuntimeCheckSpec, roles: ConfigRoles, 
     args = deliver(roles, values, code / "grpo_config.py")
     result = execute(["bash", "launch_training.sh", *args], code, timeout_s=spec.timeout_s,
                      env={"PYTHON": sys.executable, "CPU_PROCESSES": str(spec.cpu_processes),
-                          "MAIN_PORT": str(free_port())})
-    if not result.ok:
-        return _failure("runtime_check", result, code, "the short training run")
-    judged = judge_training_log(find_log(log_folder(roles, log_dir, code)), spec, result.seconds)
-    if refused and judged.passed:
+                          "MAIN_PORT": str(free_port()), **census_env(work_dir / "census")})
+    return ShortRun(result, code, find_log(log_folder(roles, log_dir, code)), refused,
+                    read_census(work_dir / "census"), gpus or spec.cpu_processes)
+
+
+def judge_short_run(run: ShortRun, spec: RuntimeCheckSpec, log_format: LogFormat | None = None) -> CheckResult:
+    """It must exit cleanly, log updates with finite numbers (read in `log_format`) and have run the
+    processes it was asked for."""
+    if not run.result.ok:
+        return _failure("runtime_check", run.result, run.code, "the short training run")
+    judged = judge_training_log(run.log_path, spec, run.result.seconds, log_format)
+    if not judged.passed:
+        return judged
+    if run.census is not None and run.census.processes < run.expected_processes:
+        asked = (f"{run.expected_processes} (one per GPU)" if run.expected_processes != spec.cpu_processes
+                 else f"{run.expected_processes} (CPU_PROCESSES={spec.cpu_processes}, no GPU)")
+        return CheckResult("runtime_check", False, "process_count",
+                           f"launch_training.sh started {run.census.processes} training process(es) where {asked} "
+                           f"were asked: the distributed path did not run",
+                           f"{run.census.describe()}; asked for {asked}.\nThe launch contract: with GPUs one process "
+                           f"per GPU; without a GPU, when CPU_PROCESSES is above 1, that many gloo processes "
+                           f"(ACCELERATE_USE_CPU=true and --multi_gpu --num_processes \"$CPU_PROCESSES\").\n"
+                           f"Processes noted: {json.dumps(run.census.records)}",
+                           ["launch_training.sh"], run.result.seconds)
+    if run.refused:
         return replace(judged, summary=f"{judged.summary}; the config's validation refused the short run's "
-                                       f"{', '.join(refused)}, so its own values were kept")
+                                       f"{', '.join(run.refused)}, so its own values were kept")
     return judged
+
+
+def run_runtime_check(folder: Path, spec: RuntimeCheckSpec, roles: ConfigRoles, work_dir: Path,
+                      log_format: LogFormat | None = None, gpus: int = 0) -> CheckResult:
+    """A short run (`short_run`), judged (`judge_short_run`)."""
+    return judge_short_run(short_run(folder, spec, roles, work_dir, gpus), spec, log_format)
 
 
 def free_port() -> int:
@@ -247,22 +288,30 @@ def unset_roles_note(roles: ConfigRoles) -> str:
             if missing else "")
 
 
-def judge_training_log(path: Path, spec: RuntimeCheckSpec, seconds: float) -> CheckResult:
-    """A clean exit is not enough: completed updates with finite loss and grad norm, and with a real
-    model also varying rewards and some parsed actions."""
-    text = path.read_text() if path.exists() else ""
-    updates = [r for r in parse_log(text) if r.kind == "train"]
+def judge_training_log(path: Path, spec: RuntimeCheckSpec, seconds: float,
+                       log_format: LogFormat | None = None) -> CheckResult:
+    """A clean exit is not enough: completed updates with finite loss and grad norm, read without a sign of
+    misreading (orchestrator.logformat.sample_problems), and with a real model also varying rewards and
+    some parsed actions."""
+    log_format = log_format or LogFormat()
+    records = read_log(path, log_format)
+    updates = [r for r in records if r.kind == "train"]
+    text = path.read_text(errors="replace") if path.exists() else ""
     log_tail = tail(text, EVIDENCE_CHARS)
+    read_as = f"read as {log_format.describe()}"
     if not updates:
         return CheckResult("runtime_check", False, "no_updates",
-                           "the run exited 0 but train.logs shows no completed update",
+                           f"the run exited 0 but train.logs shows no completed update ({read_as})",
                            f"train.logs:\n{log_tail or '(empty or missing)'}", ["train.py"], seconds)
-    unnamed = [k for k in ("loss", "grad_norm") if not any(k in r.values for r in updates)]
-    if unnamed:
+    problems = sample_problems(records)
+    if not any("grad_norm" in r.values for r in updates):
+        problems.append(f"none of its {len(updates)} update lines holds a grad norm")
+    if problems:
         return CheckResult("runtime_check", False, "unreadable_log",
-                           f"train.logs has {len(updates)} update lines but none with {' or '.join(unnamed)}; log "
-                           f"them per update (names the monitor reads: loss, grad_norm or gradNorm, reward_mean or "
-                           f"reward, kl, lr)", f"train.logs:\n{log_tail}", ["train.py"], seconds)
+                           f"train.logs is not read right ({read_as}): {'; '.join(problems)}",
+                           f"train.logs:\n{log_tail}\n\nLog them per update (names the monitor reads: loss, "
+                           f"grad_norm or gradNorm, reward_mean or reward, kl, lr), one line per update, evaluations "
+                           f"told apart.", ["train.py"], seconds)
     bad = [r for r in updates if not all(isinstance(r.values.get(k), float) and math.isfinite(r.values[k])
                                           for k in ("loss", "grad_norm") if k in r.values)]
     if bad:

@@ -3,7 +3,9 @@
 An example is a folder `examples/NAME/` holding `reference_generated/` (what an excellent LLM writes
 for that triple) and `source_of_truth/` (the researcher's three files; an example without one uses
 the project's `source_of_truth/`). Optional: `roles.json`, the recorded roles answer (otherwise the
-first guess from the config's field names is recorded as the answer).
+first guess from the config's field names is recorded as the answer); `log_format.json`, the recorded
+log-format answer (otherwise none is recorded: the first guess reads the log); `future_improvements.md`,
+the recorded review (otherwise a review about GRPO itself, in no game's words).
 
 The transcript is assembled from the example's files with two real faults put into the recorded
 `train.py`, found generically: a misspelt import of a generated module (the import check catches
@@ -25,6 +27,8 @@ from typing import Any
 from orchestrator.checks import RuntimeCheckSpec
 from orchestrator.config_file import accepted_values, field_help, field_kinds, load_config_class, value_kind
 from orchestrator.formal import FormalSpec
+from orchestrator.logformat import LOG_FORMAT_FILE
+from orchestrator.nodes.review import IDEAS_FILE
 from orchestrator.roles import ConfigRoles, parses_command_line, suggest_roles, validate_roles
 from orchestrator.runner import RunOutcome, start_run
 from orchestrator.runs import SetupError
@@ -40,21 +44,22 @@ FORMAL_BY_ROLE = {"episodes_total": 16, "updates_total": 4, "group_generations":
                   "thinking_cap": 40, "action_cap": 40, "micro_batch": 8, "precision": False, "checkpointing": False,
                   "eval_every": 2, "sample_every": 4, "save_every": 1000}
 
-IDEAS = """# Future improvements
+# the review an example without a recorded one plays back: about GRPO itself, no game's words
+GENERIC_IDEAS = """# Future improvements
 
-## Larger groups, or a reward per turn
-Some groups of four episodes still ended with equal returns and added nothing to the gradient. Sample 8
-or more episodes per group, or add a small reward per useful turn (an apple collected, a cell cleaned),
-so that every group ranks its episodes.
+## Larger groups, or a reward per useful turn
+Groups whose episodes all end with the same return add nothing to the gradient. Sample more episodes
+per group, or add a small reward for each turn whose helper call completed its task, so that every
+group ranks its episodes.
 Evidence: frac_reward_zero_std
 
-## Split the agents into roles through the prompt
-All agents see the same board and the same instructions, so they tend to chase the same target. Give
-each agent a standing role in the thinking prompt and rotate the roles between episodes.
+## Give each agent a standing role through the prompt
+All agents read the same instructions and tend to pursue the same target. Give each agent a role in the
+thinking prompt and rotate the roles between episodes.
 Evidence: helper result
 
 ## Shorter thinking, more turns
-Thinking outputs hit their token cap, which truncates the reasoning the action stage reads. Ask for three
+Thinking outputs that reach their token cap truncate the reasoning the action stage reads. Ask for three
 short bullet points instead of free text, and spend the tokens on longer episodes.
 Evidence: completion_clipped_ratio
 """
@@ -65,7 +70,12 @@ class Example:
     name: str
     source_of_truth: Path
     reference: Path
-    roles_file: Path
+    folder: Path
+
+    def recorded(self, name: str, default: str = "") -> str:
+        """The example's recorded answer file `name`, or `default`."""
+        path = self.folder / name
+        return path.read_text() if path.is_file() else default
 
 
 def example(name: str) -> Example:
@@ -75,15 +85,15 @@ def example(name: str) -> Example:
         known = sorted(p.name for p in EXAMPLES.iterdir() if (p / "reference_generated").is_dir())
         raise SetupError(f"no example {name!r}: expected {reference}; examples: {', '.join(known)}")
     source = folder / "source_of_truth"
-    return Example(name, source if source.is_dir() else PROJECT / "source_of_truth", reference,
-                   folder / "roles.json")
+    return Example(name, source if source.is_dir() else PROJECT / "source_of_truth", reference, folder)
 
 
 def recorded_roles(ex: Example) -> dict[str, Any]:
     """The roles answer the demo plays back: the example's own, or the first guess from field names."""
     config_text = (ex.source_of_truth / "grpo_config.py").read_text()
-    if ex.roles_file.exists():
-        return json.loads(ex.roles_file.read_text())
+    recorded = ex.recorded("roles.json")
+    if recorded:
+        return json.loads(recorded)
     kinds = field_kinds(load_config_class(ex.source_of_truth / "grpo_config.py"))
     cli = parses_command_line((ex.source_of_truth / "grpo_template.py").read_text(), config_text)
     return suggest_roles(kinds, field_help(config_text), cli_possible=cli)
@@ -148,7 +158,9 @@ def transcript(ex: Example) -> dict:
         *[reply("fix", _edit("train.py", new, old), 15200 + 700 * i, 180 + 30 * i) for i, (old, new) in enumerate(found)],
         reply("formal_train", f"```json\n{json.dumps(proposal, indent=2)}\n```\nA CPU and a tiny model: a short run "
                               "that still logs samples and evaluations.", 3900, 260),
-        reply("review", f"FILE: future_improvements.md\n````\n{IDEAS}````\n", 7400, 640),
+        reply("review", f"FILE: future_improvements.md\n````\n{ex.recorded(IDEAS_FILE, GENERIC_IDEAS)}````\n", 7400, 640),
+        *([reply("log_format", f"```json\n{log_format}```", 2100, 160)]
+          if (log_format := ex.recorded(LOG_FORMAT_FILE)) else []),
     ]}
 
 

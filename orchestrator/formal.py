@@ -8,13 +8,12 @@ that differ from the defaults, so nothing hard-coded elsewhere can silently win 
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from orchestrator.config_file import field_defaults
+from orchestrator.json_answer import json_object
 from orchestrator.probe import ProbeResult
 from orchestrator.roles import ConfigRoles
 from orchestrator.sizing import check_proposal, estimate_memory, shape_of
@@ -36,15 +35,7 @@ def config_values(config_cls: type) -> dict[str, Any]:
 
 
 def parse_proposal(text: str) -> dict[str, Any]:
-    fenced = re.search(r"```(?:json)?\s*(\{.*?\})\s*```", text, re.S)
-    candidate = fenced.group(1) if fenced else text[text.find("{"): text.rfind("}") + 1]
-    try:
-        proposal = json.loads(candidate)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"the proposal must be one JSON object in a ```json block: {exc}") from exc
-    if not isinstance(proposal, dict):
-        raise ValueError("the proposal must be a JSON object of field -> value")
-    return proposal
+    return json_object(text, "field -> value")
 
 
 def vet(proposal: dict[str, Any], config_cls: type, roles: ConfigRoles, model: str,

@@ -1,24 +1,8 @@
-"""Watch a GRPO run: parse ``train.logs``, detect anomalies, report progress.
+"""Watch a GRPO run: detect anomalies in its ``train.logs`` records, report progress.
 
-A researcher's logging is theirs (or the LLM's, when the template leaves logging to a CUSTOMIZE
-hole), so several line formats are read, and metric names are mapped to one vocabulary
-(``METRIC_ALIASES``: ``gradNorm`` and ``grad_norm`` are both ``grad_norm``, ``reward`` is
-``reward_mean``, ``step`` is ``update``, ``learning_rate`` is ``lr``, TRL's ``completions/mean_length``
-is ``completion_mean_length``, ...); unknown names are kept as written.
-
-JSON lines: one object per line; its kind is its ``event``, ``kind``, ``type`` or ``phase`` value
-(``train`` when absent), its time an ISO ``time`` or ``timestamp`` value.
-
-Lines in no declared format that hold two or more numeric `key=value` or `key: value` pairs are
-updates too, and a printed Python dict is read like JSON.
-
-Key=value lines, as the Cleanup template's ``RunLogs`` writes them::
-
-    2026-11-23T09:40:15 train update=1 episode=2 lr=3e-07 ... reward_mean=-0.3 step_time=14.5557
-
-``TIMESTAMP KIND key=value ...`` with KIND in start/train/eval/done, local time to the second,
-floats as ``{:.6g}`` (so ``nan``, ``inf`` and ``-inf`` appear) and spaces in strings as ``_``.
-The same line without its timestamp goes to stdout; ``parse_line`` accepts both.
+The records come from orchestrator.logformat, which reads whatever format the researcher's logging
+writes (the first guess, a learned format, or TensorBoard event files) and maps metric names to one
+vocabulary (``loss``, ``grad_norm``, ``reward_mean``, ``kl``, ``update``, ...).
 
 Detectors, each a pure function of the records (thresholds live in ``MonitorConfig``):
 
@@ -58,34 +42,19 @@ the latest run only (records from the last start line on), because the template 
 
 from __future__ import annotations
 
-import ast
-import json
 import math
 import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
-KINDS = ("start", "train", "eval", "done")
+from orchestrator.logformat import LogRecord
+
 EVIDENCE_LIMIT = 2000
 
 _TIMESTAMP = "%Y-%m-%dT%H:%M:%S"
-_LINE = re.compile(r"^(?:(?P<time>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}) )?(?P<kind>" + "|".join(KINDS) + ")"
-                   r"(?P<fields>(?: [A-Za-z_]\w*=\S*)+)$")
-# exactly what `{:.6g}` and str(int) print; float() alone would also take "1_000" or "infinity"
-_NUMBER = re.compile(r"^[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|nan|inf)$", re.IGNORECASE)
 _LOSS_KEYS = ("loss", "policy_loss", "kl")
-
-
-@dataclass(frozen=True)
-class LogRecord:
-    kind: str
-    time: datetime | None
-    values: dict[str, float | str]
-    line_no: int
-    raw: str
 
 
 @dataclass(frozen=True)
@@ -121,163 +90,13 @@ class Progress:
     eta_seconds: float | None
 
 
-# ---------------------------------------------------------------- parsing
-
-
-# canonical metric name -> the spellings seen in the wild, compared without case, "_", "/" or "-"
-METRIC_ALIASES: dict[str, tuple[str, ...]] = {
-    "update": ("update", "step", "global_step", "iteration", "train_step"),
-    "updates": ("updates", "max_steps", "total_steps", "total_updates", "num_updates"),
-    "episode": ("episode", "episodes_done", "episodes"),  # episodes played so far, on a train line
-    "loss": ("loss", "train_loss", "total_loss"),
-    "policy_loss": ("policy_loss", "pg_loss"),
-    "kl": ("kl", "kl_mean", "kl_divergence"),
-    "grad_norm": ("grad_norm", "gradNorm", "gradient_norm", "gnorm", "total_norm"),
-    "lr": ("lr", "learning_rate"),
-    "reward_mean": ("reward_mean", "reward", "mean_reward", "rewards/mean", "episode_return"),
-    "reward_std": ("reward_std", "rewards/std", "std_reward"),
-    "frac_reward_zero_std": ("frac_reward_zero_std", "zero_std_fraction"),
-    "invalid_action_rate": ("invalid_action_rate", "invalid_rate", "invalid_move_rate", "invalid_actions_rate"),
-    "completion_clipped_ratio": ("completion_clipped_ratio", "completions/clipped_ratio", "truncated_ratio"),
-    "completion_mean_length": ("completion_mean_length", "completions/mean_length", "mean_completion_length"),
-    "clip_ratio": ("clip_ratio", "clip_fraction", "clipfrac"),
-    "step_time": ("step_time", "seconds", "update_time"),
-    "eval_reward_mean": ("eval_reward_mean", "eval_reward", "eval/reward"),
-}
-_ALIAS = {re.sub(r"[^a-z0-9]", "", alias.lower()): name for name, aliases in METRIC_ALIASES.items() for alias in aliases}
-_JSON_KIND_KEYS = ("event", "kind", "type", "phase")
-_JSON_TIME_KEYS = ("time", "timestamp")
-
-
-def canonical_metric(key: str) -> str:
-    """The vocabulary's name for a logged key; `train/grad_norm` style prefixes are tried without the prefix."""
-    for candidate in (key, key.rsplit("/", 1)[-1]):
-        name = _ALIAS.get(re.sub(r"[^a-z0-9]", "", candidate.lower()))
-        if name is not None:
-            return name
-    return key
-
-
-def parse_line(line: str, line_no: int = 0) -> LogRecord | None:
-    """One log line -> a record; None for anything else (tracebacks, warnings, blank lines)."""
-    raw = line.rstrip("\r\n")
-    if raw.lstrip().startswith("{"):
-        return _parse_json_line(raw, line_no)
-    match = _LINE.match(raw.strip())
-    if match is None:
-        return _parse_loose_line(raw, line_no)
-    values: dict[str, float | str] = {}
-    for token in match["fields"].split():
-        key, _, value = token.partition("=")
-        values[canonical_metric(key)] = float(value) if _NUMBER.match(value) else value
-    stamp = match["time"]
-    try:
-        time = datetime.strptime(stamp, _TIMESTAMP) if stamp else None
-    except ValueError:
-        return None
-    return LogRecord(kind=match["kind"], time=time, values=values, line_no=line_no, raw=raw)
-
-
-_PAIR = re.compile(r"([A-Za-z_][\w/.-]*)\s*[=:]\s*([^\s,;|]+)")
-_STAMP = re.compile(r"^\s*\[?(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2})")
-
-
-def _parse_loose_line(raw: str, line_no: int) -> LogRecord | None:
-    """A line in no declared format that still holds two or more numeric `key=value` (or `key: value`)
-    pairs, e.g. `[2026-11-23 10:00:00] step=3 | loss=0.52 | gradNorm=1.3`: an update (an evaluation
-    when every key starts with eval)."""
-    pairs = [(key, value) for key, value in _PAIR.findall(raw) if _NUMBER.match(value)]
-    if len(pairs) < 2:
-        return None
-    values: dict[str, float | str] = {canonical_metric(key): float(value) for key, value in pairs}
-    kind = "eval" if all(key.lower().startswith("eval") for key, _ in pairs) else "train"
-    stamp = _STAMP.match(raw)
-    return LogRecord(kind=kind, time=_iso_time(stamp.group(1).replace(" ", "T")) if stamp else None, values=values,
-                     line_no=line_no, raw=raw)
-
-
-def _parse_json_line(raw: str, line_no: int) -> LogRecord | None:
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError:
-        try:  # a Python dict printed as is: {'loss': 0.5, 'grad_norm': nan}
-            data = ast.literal_eval(raw.strip().replace("nan", "None").replace("inf", "None"))
-        except (ValueError, SyntaxError):
-            return None
-    if not isinstance(data, dict):
-        return None
-    kind = next((str(data.pop(k)) for k in _JSON_KIND_KEYS if isinstance(data.get(k), str)), "train")
-    stamp = next((data.pop(k) for k in _JSON_TIME_KEYS if isinstance(data.get(k), str)), None)
-    values: dict[str, float | str] = {}
-    for key, value in data.items():
-        if isinstance(value, bool):
-            value = float(value)
-        elif isinstance(value, (int, float)):
-            value = float(value)
-        elif value is None:
-            value = math.nan
-        elif not isinstance(value, str):
-            continue
-        values[canonical_metric(key)] = value
-    if kind == "start" and "update" in values and "updates" not in values:
-        values["updates"] = values.pop("update")
-    return LogRecord(kind=kind.lower(), time=_iso_time(stamp), values=values, line_no=line_no, raw=raw)
-
-
-def _iso_time(stamp: str | None) -> datetime | None:
-    if not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).replace(tzinfo=None)
-    except ValueError:
-        return None
-
-
-def parse_log(text: str) -> list[LogRecord]:
-    """All records of a log's text; line numbers are 1-based."""
-    records = (parse_line(line, n) for n, line in enumerate(text.splitlines(), start=1))
-    return [r for r in records if r is not None]
+# ---------------------------------------------------------------- helpers
 
 
 def current_run(records: Sequence[LogRecord]) -> list[LogRecord]:
     """The records from the last start line on (all of them when there is none)."""
     starts = [i for i, r in enumerate(records) if r.kind == "start"]
     return list(records[starts[-1]:] if starts else records)
-
-
-class LogTail:
-    """Incremental reader of a growing log file; ``poll`` returns the records added since the last poll."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.records: list[LogRecord] = []
-        self._offset = 0
-        self._partial = b""
-        self._line_no = 0
-
-    def poll(self) -> list[LogRecord]:
-        try:
-            with self.path.open("rb") as fh:
-                fh.seek(0, 2)
-                if fh.tell() < self._offset:  # truncated or replaced: a new log, read it from the start
-                    self.records, self._offset, self._partial, self._line_no = [], 0, b"", 0
-                fh.seek(self._offset)
-                chunk = fh.read()
-        except FileNotFoundError:
-            return []
-        self._offset += len(chunk)
-        *complete, self._partial = (self._partial + chunk).split(b"\n")
-        new: list[LogRecord] = []
-        for line in complete:
-            self._line_no += 1
-            record = parse_line(line.decode("utf-8", errors="replace"), self._line_no)
-            if record is not None:
-                new.append(record)
-        self.records.extend(new)
-        return new
-
-
-# ---------------------------------------------------------------- helpers
 
 
 def _num(record: LogRecord, key: str) -> float | None:
@@ -519,12 +338,13 @@ def detect_all(records: Sequence[LogRecord], *, stderr_tail: str = "", now: date
 
 
 def progress(records: Sequence[LogRecord]) -> Progress:
-    """Where the latest run stands; ETA = mean step_time of the last 5 updates x updates remaining."""
+    """Where the latest run stands; ETA = mean step_time of the last 5 updates x updates remaining. The total
+    is the start line's, else the latest update's own (a `3/10` progress line)."""
     run = current_run(records)
     starts = [r for r in run if r.kind == "start"]
-    total = _num(starts[-1], "updates") if starts else None
-    total_updates = int(total) if total is not None else None
     trains = _trains(run)
+    totals = [t for r in starts[-1:] + trains[-1:] if (t := _num(r, "updates")) is not None and math.isfinite(t)]
+    total_updates = int(totals[0]) if totals else None
     if not trains:
         return Progress(None, total_updates, None, None, None, None)
     latest = trains[-1]

@@ -1,7 +1,8 @@
 """Learning curves of a formal run: one PNG per metric against the update number, and the report's
 "Curves" section linking them.
 
-`train.logs` is read with orchestrator.monitor's parser (the latest run's train lines). A metric is
+`train.logs` is read in the run's log format (orchestrator.logformat: the first guess, a learned
+format, or the TensorBoard event files beside it), the latest run's train lines. A metric is
 found under the monitor's canonical name first, then by a pattern over the logged key, since each
 researcher's template spells its metrics its own way (``clip_frac_high``, ``response_length_mean``,
 ``invalid_parse_rate``, ...). A non-finite value (nan, inf) gets a red dashed vertical line at its
@@ -18,7 +19,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.monitor import LogRecord, current_run, parse_log
+from orchestrator.logformat import LogFormat, LogRecord, read_log
+from orchestrator.monitor import current_run
 
 PLOTS_DIR = "plots"
 
@@ -67,27 +69,26 @@ def metric_series(records: list[LogRecord]) -> dict[str, list[tuple[int, float]]
     return series
 
 
-def log_series(log_path: Path) -> dict[str, list[tuple[int, float]]]:
-    """metric_series of the train.logs at `log_path`; {} when the file does not exist."""
-    return metric_series(parse_log(log_path.read_text(errors="replace"))) if log_path.is_file() else {}
+def log_series(log_path: Path, log_format: LogFormat | None = None) -> dict[str, list[tuple[int, float]]]:
+    """metric_series of the train.logs at `log_path` (or the event files beside it); {} when there is none."""
+    return metric_series(read_log(log_path, log_format))
 
 
-def latest_metrics(log_path: Path) -> dict[str, float]:
+def latest_metrics(log_path: Path, log_format: LogFormat | None = None) -> dict[str, float]:
     """The update number and the last value of each metric in a train.logs; {} when it has no train line."""
-    series = log_series(log_path)
+    series = log_series(log_path, log_format)
     if not series:
         return {}
     latest = {metric: points[-1][1] for metric, points in series.items()}
     return {"update": float(max(points[-1][0] for points in series.values())), **latest}
 
 
-def write_curves(log_path: Path, out_dir: Path, title: str) -> Curves:
-    """One PNG per metric present in the log at `log_path`, into `out_dir`."""
-    if not log_path.is_file():
-        return Curves([], f"no curves: {log_path} does not exist")
-    series = log_series(log_path)
+def write_curves(log_path: Path, out_dir: Path, title: str, log_format: LogFormat | None = None) -> Curves:
+    """One PNG per metric present in the log at `log_path` (or the event files beside it), into `out_dir`."""
+    series = log_series(log_path, log_format)
     if not series:
-        return Curves([], f"no curves: {log_path} holds no train line with a known metric")
+        return Curves([], f"no curves: {log_path} holds no train line with a known metric"
+                          if log_path.is_file() else f"no curves: {log_path} does not exist")
     try:
         from matplotlib.figure import Figure  # no pyplot: no global backend or figure state
         from matplotlib.ticker import MaxNLocator

@@ -15,7 +15,6 @@ generated copy of grpo_config.py (the brief allows value changes there).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -129,6 +128,12 @@ def validate_roles(answer: dict[str, Any], kinds: dict[str, str], *, cli_possibl
         if len(sharing) > 1 and not set(sharing) <= SHARED_ROLES:
             problems.append(f"field {name!r} is given to several roles ({', '.join(sharing)}); give each role its own "
                             f"field or null")
+    if not roles.get("model"):
+        problems.append("model: no field is mapped, but the runtime check loads a small local model and the formal run "
+                        "the real one through it; map the field that names the model to load")
+    if not roles.get("episodes_total") and not roles.get("updates_total"):
+        problems.append("episodes_total, updates_total: neither is mapped, but the runtime check shortens the run and "
+                        "the formal run sizes it through one of them; map the field that sets how long training runs")
     delivery = answer.get("delivery", CLI if cli_possible else CONFIG_FILE)
     if delivery not in DELIVERIES:
         problems.append(f"delivery must be one of {', '.join(DELIVERIES)}, got {delivery!r}")
@@ -145,15 +150,6 @@ def _kind_fits(role_kind: str, field_kind: str) -> bool:
     if role_kind == "float":
         return field_kind in ("float", "int")
     return field_kind in role_kind.split("|")
-
-
-def parse_roles_answer(text: str) -> dict[str, Any]:
-    fenced = re.search(r"```(?:json)?\s*(\{.*\})\s*```", text, re.S)
-    candidate = fenced.group(1) if fenced else text[text.find("{"): text.rfind("}") + 1]
-    try:
-        return json.loads(candidate)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"the answer must be one JSON object in a ```json block: {exc}") from exc
 
 
 # ---------------------------------------------------------------- a first guess, from names and help texts

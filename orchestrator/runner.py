@@ -204,6 +204,9 @@ def make_context(settings: RunSettings, on_event: Callable[[str], None],
     workspace = Workspace.open(root / "workspace", create=create_workspace)
     workspace.on_commit = lambda sha, parent, node, attempt, branch: journal.append(
         "commit", sha=sha, parent=parent, node=node, attempt=attempt, branch=branch)
+    workspace.on_left_out = lambda files: log.record(Event(
+        settings.run_id, "workspace", "left_out", "weights, checkpoints and large binaries never enter the workspace's git",
+        f"not committed: {', '.join(files)}"))
     return RunContext(run_id=settings.run_id, project_root=root, source_of_truth=Path(settings.source_of_truth),
                       run_dir=settings.run_dir, workspace=workspace,
                       llm=journaled(inner, journal, spec, ledger or {}), log=log,

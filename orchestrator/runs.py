@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.journal import Journal, write_atomic
+from orchestrator.logformat import LogFormat
 from orchestrator.plots import latest_metrics
 from orchestrator.runlock import WorkspaceLock
 
@@ -127,10 +128,12 @@ def _attempt_number(path: Path) -> int:
     return int(found.group(1)) if found else 0
 
 
-def latest_formal_metrics(run_dir: Path, formal_log_dir: str = "") -> dict[str, Any] | None:
+def latest_formal_metrics(run_dir: Path, formal_log_dir: str = "",
+                          log_format: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """The latest formal attempt's name and its last logged metrics (orchestrator.plots names, plus
-    `update`): from the log its job record names (live while it trains), else from the folder the
-    last ended attempt's logs were collected into; None when neither has a train line."""
+    `update`), read in the run's log format: from the log its job record names (live while it trains),
+    else from the folder the last ended attempt's logs were collected into; None when neither has a
+    train line."""
     candidates = []
     records = sorted(run_dir.glob("jobs/formal-*.json"), key=_attempt_number)
     if records:
@@ -143,7 +146,7 @@ def latest_formal_metrics(run_dir: Path, formal_log_dir: str = "") -> dict[str, 
     if formal_log_dir:
         candidates.append((Path(formal_log_dir).name, Path(formal_log_dir) / "train.logs"))
     for name, path in candidates:
-        metrics = latest_metrics(path)
+        metrics = latest_metrics(path, LogFormat.from_dict(dict(log_format or {})))
         if metrics:
             return {"run": name, **metrics}
     return None
@@ -163,7 +166,8 @@ def state_record(run_dir: Path, status: str, exit_reason: str, values: Mapping[s
     return {"status": status, "exit_reason": exit_reason, "next": list(next_nodes),
             "attempts": list(values.get("attempts") or []), "skipped": list(values.get("skipped") or []),
             "ledger": dict(values.get("ledger") or {}), "last_error": evidence.get("summary", ""),
-            "formal_log_dir": formal_log_dir, "latest_metrics": latest_formal_metrics(run_dir, formal_log_dir),
+            "formal_log_dir": formal_log_dir, "log_format": values.get("log_format") or {},
+            "latest_metrics": latest_formal_metrics(run_dir, formal_log_dir, values.get("log_format")),
             "updated": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
 
@@ -207,5 +211,5 @@ def run_summary(project_root: Path, run_id: str) -> dict[str, Any]:
             "pending_tokens": pending_tokens, "limits": settings.limits,
             "attempts": len(state.get("attempts") or []), "skipped": state.get("skipped") or [],
             "ledger": ledger, "last_error": state.get("last_error") or "",
-            "metrics": latest_formal_metrics(settings.run_dir, state.get("formal_log_dir") or "")
+            "metrics": latest_formal_metrics(settings.run_dir, state.get("formal_log_dir") or "", state.get("log_format"))
             or state.get("latest_metrics")}

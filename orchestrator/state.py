@@ -42,6 +42,7 @@ class RunState(TypedDict, total=False):
     exit_reason: str  # one line: why the run stopped
     probe: dict[str, Any]  # ProbeResult.to_dict()
     roles: dict[str, Any]  # ConfigRoles.to_dict(): the config's fields by role, and how values reach train.py
+    log_format: dict[str, Any]  # LogFormat.to_dict(): how train.logs is read (absent: the first guess)
     ledger: Annotated[dict[str, dict[str, Any]], merge_ledger]  # node -> calls, tokens, cost_usd, ..., answers
     attempts: Annotated[list[dict[str, Any]], operator.add]  # node, attempt, outcome, sha, tokens, cost_usd
     skipped: Annotated[list[str], operator.add]  # nodes whose outputs existed and passed their checks

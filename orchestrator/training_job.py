@@ -3,7 +3,7 @@
 ``TrainingJob`` runs a command (``bash launch_training.sh --field value ...``) as a local child in
 its own process group, stdout and stderr to ``job.stdout`` / ``job.stderr``. ``SlurmJob`` submits
 the same script with ``sbatch``. Both poll every ``poll_s`` seconds: read the new ``train.logs``
-lines (``monitor.LogTail``), report ``monitor.progress`` on each new train line, and run
+lines (``logformat.LogTail``, in the run's log format), report ``monitor.progress`` on each new train line, and run
 ``monitor.detect_all`` on the records and the end of the job's stderr. The outcome is a ``JobResult``:
 
 =========  ============================================================================
@@ -54,8 +54,8 @@ from orchestrator.execution import KILL_WAIT_S, run_command, stop_process_group,
 from orchestrator.execution import group_gone as _group_gone
 from orchestrator.halt import halt_point
 from orchestrator.journal import write_atomic
-from orchestrator.monitor import (Anomaly, LogRecord, LogTail, MonitorConfig, Progress, detect_all, detect_stderr,
-                                  progress)
+from orchestrator.logformat import LogFormat, LogRecord, LogTail
+from orchestrator.monitor import Anomaly, MonitorConfig, Progress, detect_all, detect_stderr, progress
 from orchestrator.probe import Runner
 
 STDERR_TAIL_BYTES = 8 * 1024  # what the detectors see at each poll
@@ -197,6 +197,7 @@ class _WatchedJob(ABC):
         """The exit status of a job we stopped, where there is one."""
 
     record: Path | None = None
+    log_format: LogFormat | None = None  # how train.logs is read (None: the first guess)
     _recorded: dict | None = None  # an earlier process's record of this job, when adopted
 
     def _load_record(self) -> dict | None:
@@ -227,13 +228,13 @@ class _WatchedJob(ABC):
 
     def run(self) -> JobResult:
         started = self._clock()
-        tail = LogTail(self.log_path)
+        tail = LogTail(self.log_path, self.log_format)
         tail.poll()
         found = self._load_record()
         adopted = self._adopt(found) if found else None
         if found and adopted is None:
             self._set_aside(found)
-            tail = LogTail(self.log_path)
+            tail = LogTail(self.log_path, self.log_format)
             tail.poll()
         try:  # from here on, however run() is left (a signal included), the job is stopped
             if adopted is None:
@@ -611,11 +612,13 @@ def make_job(launch_script: Path, args: list[str], *, use_slurm: bool, log_path:
              env: dict[str, str] | None = None, monitor: MonitorConfig = MonitorConfig(),
              poll_s: float | None = None, timeout_s: float | None = None,
              on_progress: ProgressCallback | None = None, run: Runner | None = None,
-             record: Path | None = None, sbatch_options: Sequence[str] = ()) -> TrainingJob | SlurmJob:
+             record: Path | None = None, sbatch_options: Sequence[str] = (),
+             log_format: LogFormat | None = None) -> TrainingJob | SlurmJob:
     """The job for ``launch_script args``: ``sbatch`` it, or ``bash`` it here; either way with ``env`` and
     PYTHON = this interpreter in its environment.
 
-    Both run in the script's folder (the script cds there); ``log_path`` is the train.logs to watch.
+    Both run in the script's folder (the script cds there); ``log_path`` is the train.logs to watch, read
+    in ``log_format``.
     ``run`` is SlurmJob's command runner. ``record`` (default: ``default_record``) makes the job its
     run's: adopted, not duplicated, after a crash. Without a record, job.stdout / job.stderr go beside
     train.logs. ``sbatch_options`` go to sbatch before the script and win over its ``#SBATCH`` lines.
@@ -623,16 +626,19 @@ def make_job(launch_script: Path, args: list[str], *, use_slurm: bool, log_path:
     workdir = Path(launch_script).resolve().parent
     record = record or default_record(log_path)
     env = {"PYTHON": os.environ.get("PYTHON", sys.executable), **(env or {})}
+    job: TrainingJob | SlurmJob
     if use_slurm:
         job = SlurmJob(workdir / Path(launch_script).name, args, workdir, log_path,
                        run=run or runner_in(workdir, env=env), monitor=monitor,
                        poll_s=poll_s or 30.0, timeout_s=timeout_s, on_progress=on_progress,
                        sbatch_options=sbatch_options)
         job.record = record
-        return job
-    return TrainingJob(["bash", str(Path(launch_script).resolve()), *args], workdir, log_path, env=env,
-                       monitor=monitor, poll_s=poll_s or 2.0, timeout_s=timeout_s, on_progress=on_progress,
-                       output_dir=Path(log_path).parent, record=record)
+    else:
+        job = TrainingJob(["bash", str(Path(launch_script).resolve()), *args], workdir, log_path, env=env,
+                          monitor=monitor, poll_s=poll_s or 2.0, timeout_s=timeout_s, on_progress=on_progress,
+                          output_dir=Path(log_path).parent, record=record)
+    job.log_format = log_format
+    return job
 
 
 def live_jobs(jobs_dir: Path) -> dict[str, int]:

@@ -14,6 +14,12 @@ paragraph is a git-trailer block::
     Tokens: 1234
 
 ``history()`` reads those trailers back, so the git log *is* the record of attempts.
+
+Model artefacts never enter the history, whatever folder a run's settings point them at: weights and
+checkpoint files by their suffix (``WEIGHT_SUFFIXES``, kept in the repository's ``.git/info/exclude``),
+a folder that holds one (a checkpoint: its config and tokenizer files go with it), a binary file over
+``LARGE_BINARY_BYTES`` and any file over ``LARGE_FILE_BYTES``. ``commit`` leaves them out, adds them
+to the exclude file, and tells ``on_left_out``.
 Git failures never escape as GitPython exceptions: they become one-line
 ``WorkspaceError``s.
 """
@@ -38,6 +44,11 @@ _USER_NAME = "grpo-orchestrator"
 _USER_EMAIL = "orchestrator@localhost"
 _TRAILER_KEYS = ("Node", "Attempt", "Outcome", "Tokens")
 _TRAILER_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*):\s?(.*)$")
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".onnx", ".gguf", ".msgpack", ".npz",
+                   ".pkl", ".distcp")
+LARGE_BINARY_BYTES = 1 << 20  # a binary file this large is a model artefact, not a record of an attempt
+LARGE_FILE_BYTES = 50 << 20  # nor is any file this large
 
 
 class WorkspaceError(RuntimeError):
@@ -80,6 +91,31 @@ def _single_line(value: str) -> str:
     return " ".join(value.split())
 
 
+def _artefact(path: Path) -> bool:
+    """A weights file, a large binary or a huge file."""
+    try:
+        size = path.stat().st_size
+        if path.suffix in WEIGHT_SUFFIXES or size > LARGE_FILE_BYTES:
+            return True
+        if size > LARGE_BINARY_BYTES:
+            with path.open("rb") as handle:
+                return b"\0" in handle.read(8192)
+    except OSError:
+        return False
+    return False
+
+
+def _exclude(root: Path, patterns: list[str]) -> None:
+    """Add patterns to the repository's own ignore list (.git/info/exclude), each once."""
+    path = root / ".git" / "info" / "exclude"
+    known = set(path.read_text().splitlines()) if path.exists() else set()
+    new = [p for p in patterns if p not in known]
+    if new:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as handle:
+            handle.write("".join(f"{p}\n" for p in new))
+
+
 def _parse_trailers(message: str) -> dict[str, str] | None:
     """The ``Key: value`` lines of the message's last paragraph, or None if it has none."""
     paragraphs = message.strip().split("\n\n")
@@ -102,6 +138,8 @@ class Workspace:
         self._repo: git.Repo | None = None
         # called with (sha, parent, node, attempt, branch) right after each commit: the run's journal
         self.on_commit: Callable[[str, str, str, int, str], None] | None = None
+        # called with the files a commit left out (weights, checkpoints, large binaries), before it commits
+        self.on_left_out: Callable[[list[str]], None] | None = None
 
     @classmethod
     def open(cls, root: Path, *, create: bool = True) -> Workspace:
@@ -121,6 +159,7 @@ class Workspace:
                     repo.git.config(f"user.{key}", value)
             if not repo.head.is_valid():
                 repo.git.commit("--allow-empty", "--no-gpg-sign", "-m", "workspace: init")
+            _exclude(root, [f"*{suffix}" for suffix in WEIGHT_SUFFIXES])
         workspace = cls(root)
         workspace._repo = repo
         return workspace
@@ -192,6 +231,7 @@ class Workspace:
             return None
         with _git_errors(f"cannot commit {node} attempt {attempt}"):
             if paths:
+                self._leave_out_artefacts(paths)
                 self.repo.git.add("--all", "--", *paths)
             if not self.repo.is_dirty(index=True, working_tree=False, untracked_files=False) and not allow_empty:
                 return None
@@ -202,6 +242,22 @@ class Workspace:
         if self.on_commit is not None:
             self.on_commit(sha, parent, node, attempt, self.current_branch())
         return sha
+
+    def _leave_out_artefacts(self, paths: list[str]) -> None:
+        """Exclude the model artefacts among the new or changed files under `paths` (see the module's doc)."""
+        lines = self.repo.git.status("--porcelain", "--ignored", "--untracked-files=all", "-z", "--",
+                                     *paths).split("\0")
+        candidates = [self.root / line[3:] for line in lines if line[:2] == "??"]
+        weights = [self.root / line[3:] for line in lines if line[:2] in ("??", "!!") and line.endswith(WEIGHT_SUFFIXES)]
+        # a checkpoint is a folder below what is committed: the committed folder itself keeps its other files
+        folders = sorted({p.parent for p in weights} - {self.root, *(self.root / rel for rel in paths)})
+        left = [f"{folder.relative_to(self.root).as_posix()}/" for folder in folders]
+        left += [p.relative_to(self.root).as_posix() for p in candidates
+                 if not any(p.is_relative_to(folder) for folder in folders) and _artefact(p)]
+        if left:
+            _exclude(self.root, [f"/{rel}" for rel in left])
+            if self.on_left_out is not None:
+                self.on_left_out(left)
 
     def history(self, branch: str | None = None) -> list[Attempt]:
         """The attempt commits on ``branch`` (default: the current one), oldest first."""

@@ -25,7 +25,7 @@ from conftest import REFERENCE, SOURCE_OF_TRUTH, reference_replies, write_transc
 
 from orchestrator.journal import Journal
 from orchestrator.llm import Usage
-from orchestrator.monitor import parse_log
+from orchestrator.logformat import parse_log
 from orchestrator.runlock import RUN_DIR_ENV
 
 HALT_WAIT_S = 900.0  # generous: a halt normally comes within seconds, but one may follow a tiny-agent build (minutes under load)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from orchestrator.execution import execute
-from orchestrator.monitor import parse_log
+from orchestrator.logformat import parse_log
 
 pytestmark = pytest.mark.slow
 

@@ -13,9 +13,9 @@ import pytest
 from conftest import reference_replies, write_transcript
 
 from orchestrator.checks import RuntimeCheckSpec
-from orchestrator.demo import IDEAS, example, formal_proposal, recorded_roles
+from orchestrator.demo import example, formal_proposal, recorded_roles
 from orchestrator.formal import FormalSpec
-from orchestrator.monitor import parse_log
+from orchestrator.logformat import parse_log
 from orchestrator.plots import log_series
 from orchestrator.runner import start_run
 from orchestrator.runs import metrics_line
@@ -38,7 +38,8 @@ def test_nan_in_the_formal_run_stops_it_then_fix_and_restart(project: Path, tmp_
     proposal = reply("formal_train", f"```json\n{json.dumps(formal_proposal(cleanup, recorded_roles(cleanup)))}\n```")
     fix = reply("fix", "FILE: train.py\n<<<<<<< SEARCH\n" + NAN_REWARD.splitlines()[1] + "\n=======\n"
                 + REWARD.splitlines()[1] + "\n>>>>>>> REPLACE\n")
-    replies += [proposal, fix, proposal, reply("review", f"FILE: future_improvements.md\n````\n{IDEAS}````\n")]
+    ideas = cleanup.recorded("future_improvements.md")
+    replies += [proposal, fix, proposal, reply("review", f"FILE: future_improvements.md\n````\n{ideas}````\n")]
     # the runtime check plays 2 turns (no NaN yet); the formal run plays 3 and reaches step 3
     spec = RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=2, turns=2, token_cap=4)
     outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", replies), run_id="r1", runtime_check=spec,
@@ -73,6 +74,7 @@ def test_the_offline_demo_runs_the_whole_pipeline(project: Path, name: str):
     assert "import_check edited train.py" in subjects[7] and "runtime_check edited train.py" in subjects[8]
     ideas = (project / "workspace/future_improvements.md").read_text()
     assert ideas.count("\n## ") >= 3 and "Evidence:" in ideas
+    assert ideas == example(name).recorded("future_improvements.md")  # the example's own review, no other game's
     records = parse_log((project / "workspace/training/formal-1/train.logs").read_text())
     assert [r.kind for r in records if r.kind == "train"] and all(
         math.isfinite(r.values["loss"]) for r in records if r.kind == "train")

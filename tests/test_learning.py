@@ -11,7 +11,7 @@ import pytest
 from conftest import copy_generated_set
 
 from orchestrator.execution import execute
-from orchestrator.monitor import parse_log
+from orchestrator.logformat import parse_log
 from orchestrator.tiny_agent import local_tiny_agent
 
 ROOT = Path(__file__).resolve().parents[1]

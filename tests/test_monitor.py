@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
+from orchestrator.logformat import LogRecord, LogTail, parse_line, parse_log
 from orchestrator.monitor import (
     EVIDENCE_LIMIT,
-    LogRecord,
-    LogTail,
     MonitorConfig,
     Progress,
     detect_all,
@@ -26,8 +25,6 @@ from orchestrator.monitor import (
     detect_nan,
     detect_reward_collapse,
     detect_stderr,
-    parse_line,
-    parse_log,
     progress,
     summarize_trends,
 )

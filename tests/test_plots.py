@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.monitor import parse_log
+from orchestrator.logformat import parse_log
 from orchestrator.plots import curves_section, latest_metrics, metric_series, write_curves
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from orchestrator.execution import execute
-from orchestrator.monitor import parse_log
+from orchestrator.logformat import parse_log
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_NEW = 24

@@ -12,7 +12,8 @@ from typing import Callable
 from langgraph.runtime import Runtime
 
 from orchestrator.actionlog import Event
-from orchestrator.checks import CheckResult, run_guards, run_import_check, run_runtime_check, unset_roles_note
+from orchestrator.checks import CheckResult, judge_short_run, run_guards, run_import_check, short_run, unset_roles_note
+from orchestrator.nodes.logformat import known_format, learn_log_format
 from orchestrator.roles import ConfigRoles
 from orchestrator.state import RunContext, RunState
 from orchestrator.tiny_agent import TINY_AGENT, playing_model
@@ -67,6 +68,9 @@ def import_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
     return record_check(state, ctx, run_import_check(ctx.generated))
 
 
+LEARNABLE = ("no_updates", "unreadable_log")  # the log may be fine but written in a format the guess cannot read
+
+
 def runtime_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
     spec = ctx.runtime_check
@@ -80,7 +84,17 @@ def runtime_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
     note = unset_roles_note(roles)
     if note:
         ctx.log.record(Event(ctx.run_id, "runtime_check", "shrink", "a short run needs small values", note))
-    return record_check(state, ctx, run_runtime_check(ctx.generated, spec, roles, ctx.run_dir / "runtime_check"))
+    gpus = len((state.get("probe") or {}).get("gpus") or [])
+    run = short_run(ctx.generated, spec, roles, ctx.run_dir / "runtime_check", gpus)
+    log_format = known_format(ctx)
+    result = judge_short_run(run, spec, log_format)
+    learned: dict = {}
+    if result.kind in LEARNABLE and not log_format.learned:
+        described, learned = learn_log_format(state, ctx, run.log_path, result.summary)
+        if described is not None:
+            log_format = described
+            result = judge_short_run(run, spec, log_format)
+    return {**record_check(state, ctx, result), **learned, "log_format": log_format.to_dict()}
 
 
 CHECK_NODES: dict[str, Callable[[RunState, Runtime[RunContext]], dict]] = {

@@ -11,7 +11,8 @@ from orchestrator.asking import ask
 from orchestrator.edits import WHOLE_FILE_FORMAT, parse_files
 from orchestrator.execution import tail
 from orchestrator.limits import ensure_budget
-from orchestrator.monitor import parse_log, summarize_trends
+from orchestrator.logformat import LogFormat, read_log
+from orchestrator.monitor import summarize_trends
 from orchestrator.prompts import file_blocks, render
 from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
 
@@ -31,9 +32,8 @@ def review(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
     ensure_budget(state, ctx.limits, "review")
     log_dir = Path(state["formal_log_dir"])
-    train_log = (log_dir / "train.logs").read_text() if (log_dir / "train.logs").exists() else ""
     samples = (log_dir / "Sample_EP.logs").read_text() if (log_dir / "Sample_EP.logs").exists() else ""
-    prompt = render("review", ctx.prompts_dir, trends=summarize_trends(parse_log(train_log)),
+    prompt = render("review", ctx.prompts_dir, trends=summarize_trends(read_log(log_dir / "train.logs", LogFormat.from_dict(state.get("log_format")))),
                     samples=tail(samples, SAMPLE_CHARS) or "(no sampled episode was logged)",
                     file_format=WHOLE_FILE_FORMAT)
     readme = ctx.workspace.read(f"{GENERATED_DIR}/helper_readme.md") or ""

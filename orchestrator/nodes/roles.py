@@ -17,7 +17,8 @@ from orchestrator.asking import ask
 from orchestrator.config_file import field_help, field_kinds, load_config_class
 from orchestrator.limits import ensure_budget
 from orchestrator.prompts import file_blocks, render
-from orchestrator.roles import ROLES, ConfigRoles, parse_roles_answer, parses_command_line, suggest_roles, validate_roles
+from orchestrator.json_answer import json_object
+from orchestrator.roles import ROLES, ConfigRoles, parses_command_line, suggest_roles, validate_roles
 from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
 
 ROLES_FILE = "config_roles.json"
@@ -32,7 +33,7 @@ def map_roles(state: RunState, runtime: Runtime[RunContext]) -> dict:
     cli_possible = parses_command_line(template_text, config_text)
 
     def parse(text: str) -> ConfigRoles:
-        return validate_roles(parse_roles_answer(text), kinds, cli_possible=cli_possible)
+        return validate_roles(json_object(text, "the roles"), kinds, cli_possible=cli_possible)
 
     stored = ctx.workspace.read(ROLES_FILE)
     if stored is not None:

@@ -24,7 +24,8 @@ from orchestrator.formal import (DEFAULT_MODEL, config_values, is_stand_in, memo
                                  parse_proposal, token_cap_raise, vet)
 from orchestrator.limits import ensure_budget
 from orchestrator.manifest import record_job_config, saved_job_config, write_manifest
-from orchestrator.monitor import MonitorConfig, Progress, parse_log, summarize_trends
+from orchestrator.logformat import LogFormat, event_files, read_log
+from orchestrator.monitor import MonitorConfig, Progress, summarize_trends
 from orchestrator.plots import PLOTS_DIR, write_curves
 from orchestrator.nodes.checks import fixes_for
 from orchestrator.probe import ProbeResult
@@ -61,11 +62,14 @@ def plan(ctx: RunContext, machine: ProbeResult, model: str, config_cls: type, ro
                cache_prefix=file_blocks({"grpo_config.py": grpo_config}), max_tokens=4000)
 
 
-def describe(progress: Progress) -> str:
+def describe(progress: Progress, planned_updates: int | None = None) -> str:
+    """The progress line; the total is the log's, else the plan's, else left out."""
+    total = progress.total_updates or planned_updates
     eta = f", ETA {progress.eta_seconds:.0f} s" if progress.eta_seconds is not None else ""
     episode = f" episode {progress.episode}" if progress.episode is not None else ""
-    return (f"formal_train: update {progress.update}/{progress.total_updates}{episode} "
-            f"reward {progress.reward_mean} loss {progress.loss}{eta}")
+    values = "".join(f" {name} {value:.4g}" for name, value in (("reward", progress.reward_mean), ("loss", progress.loss))
+                     if value is not None)
+    return f"formal_train: update {progress.update}{f'/{total}' if total else ''}{episode}{values}{eta}"
 
 
 def evidence_of(result: JobResult, log_tail: str) -> dict:
@@ -78,12 +82,13 @@ def evidence_of(result: JobResult, log_tail: str) -> dict:
             "fingerprint": fingerprint(f"formal_train\n{kind}\n{anomaly.evidence if anomaly else result.stderr_tail}")}
 
 
-def small_issue_fix(state: RunState, ctx: RunContext, model: str, config: dict, roles: ConfigRoles, log_dir) -> dict:
+def small_issue_fix(state: RunState, ctx: RunContext, model: str, config: dict, roles: ConfigRoles, log_dir: Path,
+                    log_format: LogFormat) -> dict:
     """Small issues of a finished run are fixed directly, each once: truncated outputs raise the token
     caps and restart; mostly unparseable actions go to fix as a prompt-format problem."""
     if is_stand_in(model):
         return {"evidence": None}
-    trends = summarize_trends(parse_log((log_dir / LOG_NAME).read_text()))
+    trends = summarize_trends(read_log(log_dir / LOG_NAME, log_format))
     raised = token_cap_raise(trends, config, roles)
     if raised and not state.get("adjustments"):
         ctx.log.record(Event(ctx.run_id, "formal_train", "adjust", "outputs were mostly cut at their token cap",
@@ -103,11 +108,17 @@ def small_issue_fix(state: RunState, ctx: RunContext, model: str, config: dict, 
 
 
 def collect_logs(watch_dir: Path, log_dir: Path) -> None:
-    """Copy train.logs and Sample_EP.logs into the committed folder when the template wrote them elsewhere."""
+    """Copy train.logs, Sample_EP.logs and TensorBoard event files into the committed folder when the template
+    wrote them elsewhere."""
     for name in (LOG_NAME, SAMPLE_LOG_NAME):
         found = find_log(watch_dir, name)
         if found.exists() and found.resolve() != (log_dir / name).resolve():
             shutil.copyfile(found, log_dir / name)
+    if watch_dir.resolve() != log_dir.resolve():
+        for events in event_files(watch_dir):
+            target = log_dir / events.relative_to(watch_dir)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(events, target)
 
 
 def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
@@ -117,6 +128,7 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     model = formal_model(ctx, machine)
     config_cls = load_config_class(ctx.generated / "grpo_config.py")
     roles = ConfigRoles.from_dict(state["roles"])
+    log_format = LogFormat.from_dict(state.get("log_format"))
     answer = plan(ctx, machine, model, config_cls, roles, state.get("adjustments") or {})
     row = answer.ledger_row()
     attempt = attempt_count(state, "formal_train") + 1
@@ -154,15 +166,16 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
                          f"{'sbatch' if use_slurm else 'bash'} launch_training.sh {' '.join(args)}",
                          tokens=int(row["tokens"]), cost_usd=answer.cost_usd, extra={"overrides": overrides}))
     ctx.on_event(f"formal_train: launching with {overrides or 'the default config'} on {model}")
+    planned = roles.read(config).get("updates_total")
     job = make_job(ctx.generated / "launch_training.sh", args, use_slurm=use_slurm, log_path=watch_dir / LOG_NAME,
                    monitor=replace(MonitorConfig(), hang_seconds=ctx.formal.hang_seconds), timeout_s=ctx.formal.timeout_s,
-                   on_progress=lambda p: ctx.on_event(describe(p)), record=record)
+                   on_progress=lambda p: ctx.on_event(describe(p, planned)), record=record, log_format=log_format)
     result = job.run()
     for name, text in (("job.stdout", result.stdout_tail), ("job.stderr", result.stderr_tail)):
         (log_dir / name).write_text(text)
     collect_logs(watch_dir, log_dir)
     plots_dir = ctx.run_dir / PLOTS_DIR / job_name
-    curves = write_curves(log_dir / LOG_NAME, plots_dir, job_name)
+    curves = write_curves(log_dir / LOG_NAME, plots_dir, job_name, log_format)
     drawn = curves.reason or f"{len(curves.files)} curves in {plots_dir}"
     ctx.log.record(Event(ctx.run_id, "formal_train", "curves", "learning you can see: a PNG per metric", drawn))
     ctx.on_event(f"formal_train: {drawn}")
@@ -185,7 +198,7 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
               "attempts": [{"node": "formal_train", "attempt": attempt, "outcome": outcome, "sha": sha,
                             "tokens": int(row["tokens"]), "cost_usd": answer.cost_usd}]}
     if result.status == "finished":
-        return {**update, **small_issue_fix(state, ctx, model, config, roles, log_dir)}
+        return {**update, **small_issue_fix(state, ctx, model, config, roles, log_dir, log_format)}
     log_text = (log_dir / LOG_NAME).read_text() if (log_dir / LOG_NAME).exists() else ""
     update["evidence"] = evidence_of(result, tail(log_text, 3000))
     used = fixes_for(state, "formal_train")

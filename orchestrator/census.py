@@ -1,0 +1,69 @@
+"""Which training processes a launch really started, whatever launcher the script uses.
+
+A `sitecustomize` module put first on the launched processes' PYTHONPATH runs at the start of every
+Python interpreter of the launch (the launcher's, accelerate's or torchrun's workers', a plain
+`python train.py`): each one whose main script is the training script appends its pid, host, rank
+and world size to a file. The runtime check compares the count with what it asked for, so a launch
+script that ignores `CPU_PROCESSES` (or the GPU count) is caught instead of silently running one
+process. An environment's own `sitecustomize` still runs after ours.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+CENSUS_ENV = "ORCHESTRATOR_CENSUS"
+SCRIPT_ENV = "ORCHESTRATOR_CENSUS_SCRIPT"
+
+_SITECUSTOMIZE = '''"""Written by the orchestrator's runtime check (orchestrator/census.py): note this training process."""
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+
+if os.environ.get("{census}") and sys.argv and os.path.basename(sys.argv[0]) == os.environ.get("{script}"):
+    with open(os.environ["{census}"], "a") as _fh:
+        _fh.write(json.dumps({{"pid": os.getpid(), "host": os.uname().nodename, "rank": os.environ.get("RANK"),
+                              "world_size": os.environ.get("WORLD_SIZE")}}) + "\\n")
+
+_here = os.path.dirname(os.path.abspath(__file__))
+_next = importlib.machinery.PathFinder.find_spec(
+    "sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here])
+if _next is not None and _next.loader is not None:
+    _next.loader.exec_module(importlib.util.module_from_spec(_next))
+'''.format(census=CENSUS_ENV, script=SCRIPT_ENV)
+
+
+@dataclass(frozen=True)
+class Census:
+    processes: int  # training processes that started
+    world_sizes: list[int]  # the WORLD_SIZE each reported (empty when none did)
+    records: list[dict]
+
+    def describe(self) -> str:
+        ranks = sorted(str(r.get("rank")) for r in self.records)
+        world = f", WORLD_SIZE {max(self.world_sizes)}" if self.world_sizes else ", no WORLD_SIZE set"
+        return f"{self.processes} training process(es) started (ranks {', '.join(ranks)}{world})"
+
+
+def census_env(folder: Path, script: str = "train.py") -> dict[str, str]:
+    """The environment that makes a launch note its training processes in `folder` (created here)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(_SITECUSTOMIZE)
+    paths = [str(folder)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
+    return {"PYTHONPATH": os.pathsep.join(paths), CENSUS_ENV: str(folder / "processes.jsonl"), SCRIPT_ENV: script}
+
+
+def read_census(folder: Path) -> Census | None:
+    """What the launch noted; None when no training process noted itself (an interpreter started with -I or
+    -S skips sitecustomize: the count is then unknown, not zero)."""
+    path = folder / "processes.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    if not records:
+        return None
+    worlds = [int(r["world_size"]) for r in records if str(r.get("world_size") or "").isdigit()]
+    return Census(len({(r.get("host"), r.get("pid")) for r in records}), worlds, records)

@@ -1,0 +1,201 @@
+"""train.logs read as researchers write it: the first guess on a corpus of formats (each also through a real
+runtime check with the tiny agent, then `status`'s metrics and the curves), the misreads that once happened, a
+format learned from a real sample, TensorBoard event files; and the honest evidence around them: the processes
+that really ran, weights kept out of the workspace's git, progress without a total."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import git
+import pytest
+
+from conftest import GENERATION_STEPS, copy_generated_set, file_answer, roles_reply, write_transcript
+from log_corpus import FORMATS, LEARNED_ONLY, format_variant, with_format, write_log
+from orchestrator.checks import RuntimeCheckSpec, run_runtime_check
+from orchestrator.logformat import (LOG_FORMAT_FILE, LogFormat, format_from_answer, logging_code_hash, parse_log,
+                                    read_log, sample_problems)
+from orchestrator.monitor import Progress, progress
+from orchestrator.nodes.logformat import validated
+from orchestrator.nodes.train import describe
+from orchestrator.plots import latest_metrics, write_curves
+from orchestrator.runs import latest_formal_metrics, metrics_line
+from test_tiny_agent import cleanup_roles
+
+
+# ---------------------------------------------------------------- the first guess on the corpus
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_the_first_guess_reads_every_format_of_the_corpus(tmp_path: Path, name: str):
+    path = write_log(name, tmp_path)
+    records = read_log(path)
+    trains = [r for r in records if r.kind == "train"]
+    assert [r.values["update"] for r in trains] == [1, 2, 3]
+    assert [r.values["loss"] for r in trains] == pytest.approx([0.125, 0.25, 0.375])
+    assert [r.values["grad_norm"] for r in trains] == pytest.approx([1.5, 2.5, 3.5])
+    assert [r.values["reward_mean"] for r in trains] == pytest.approx([0.0, 0.25, 0.5])
+    evals = [r for r in records if r.kind == "eval"]
+    assert [r.values["eval_reward_mean"] for r in evals] == pytest.approx([0.7, 0.8])
+    assert sample_problems(records) == []
+    latest = latest_metrics(path)
+    assert latest["update"] == 3 and latest["reward"] == pytest.approx(0.5) and latest["loss"] == pytest.approx(0.375)
+
+
+def test_hf_style_printed_dicts_keep_their_keys_and_non_finite_values():
+    records = parse_log("{'update': 1, 'loss': nan, 'grad_norm': inf, 'info': 'inference ok', 'epoch': 0.5}\n"
+                        "{'eval_loss': 0.3, 'eval_reward': -inf, 'epoch': 0.5}\n")
+    assert [r.kind for r in records] == ["train", "eval"]
+    assert records[0].values["info"] == "inference ok"
+    assert math.isnan(records[0].values["loss"]) and records[0].values["grad_norm"] == math.inf
+    assert records[1].values["eval_reward_mean"] == -math.inf
+
+
+@pytest.mark.parametrize("line", [
+    "2026-11-25 10:00:00,123 - grpo - INFO - step: 3 | loss: 0.5 | grad_norm: 1.5",
+    "2026-11-25 10:00:00.123 | INFO     | grpo.train:main:42 - step=3 loss=0.5 grad_norm=1.5",
+    "[2026-11-25 10:00:00,123][grpo][INFO] step=3, loss=0.5, grad_norm=1.5",
+    "I1125 10:00:00.123456 4242 train.py:99] step 3 loss 0.5 grad_norm 1.5",
+    "Training:  30%|███       | 3/10 [00:03<00:07,  1.00it/s, loss=0.5, grad_norm=1.5]",
+])
+def test_logging_prefixes_and_progress_bars_leave_every_key(line: str):
+    record = parse_log(line + "\n")[-1]
+    assert record.kind == "train"
+    assert (record.values["update"], record.values["loss"], record.values["grad_norm"]) == (3.0, 0.5, 1.5)
+
+
+def test_prose_and_warnings_are_not_updates():
+    text = ("Loaded 3 files in 2 seconds\nloss went up\nSaving checkpoint 100 to /tmp/out\n"
+            "ValueError: update=3 is bad\nepoch,notes\n")
+    assert [r for r in parse_log(text) if r.kind == "train"] == []
+
+
+# ---------------------------------------------------------------- the misreads that once happened
+
+
+@pytest.mark.parametrize("text", [
+    "train update=1 loss=0.5 grad_norm=1 reward=0.2\ntrain update=2 loss=0.4 grad_norm=1 reward=0.3\n"
+    "eval update=2 reward=0.9 invalid_action_rate=0\n",
+    "update: 1, loss: 0.5, grad_norm: 1, reward: 0.2\nupdate: 2, loss: 0.4, grad_norm: 1, reward: 0.3\n"
+    "evaluation update: 2, reward: 0.9\n",
+    '{"split": "train", "step": 1, "loss": 0.5, "grad_norm": 1, "reward": 0.2}\n'
+    '{"split": "train", "step": 2, "loss": 0.4, "grad_norm": 1, "reward": 0.3}\n'
+    '{"split": "eval", "step": 2, "reward": 0.9}\n',
+], ids=["key=value", "key: value", "json split"])
+def test_an_evaluation_line_with_an_update_number_is_not_an_update(text: str):
+    records = parse_log(text)
+    assert [r.kind for r in records] == ["train", "train", "eval"]
+    now = progress(records)
+    assert (now.update, now.reward_mean, now.loss) == (2, 0.3, 0.4)
+
+
+def test_the_first_key_after_a_logging_modules_prefix_is_kept():
+    record = parse_log("INFO:grpo:update=1 loss=0.5 grad_norm=1.0\n")[0]
+    assert record.values["update"] == 1.0 and record.kind == "train"
+
+
+def test_a_tensorboard_only_run_is_read_from_its_event_files(tmp_path: Path):
+    path = write_log("tensorboard only", tmp_path)
+    assert not path.exists()
+    records = read_log(path)
+    assert [r.values["update"] for r in records if r.kind == "train"] == [1, 2, 3]
+    assert write_curves(path, tmp_path / "plots", "formal-1").files
+
+
+def test_progress_without_a_total_says_no_total():
+    now = Progress(update=1, total_updates=None, episode=None, reward_mean=0.5, loss=0.25, eta_seconds=None)
+    assert describe(now) == "formal_train: update 1 reward 0.5 loss 0.25"
+    assert describe(now, planned_updates=4) == "formal_train: update 1/4 reward 0.5 loss 0.25"
+
+
+# ---------------------------------------------------------------- a learned format
+
+
+def _learned_sample(tmp_path: Path) -> Path:
+    return write_log(LEARNED_ONLY, tmp_path)
+
+
+def test_a_format_the_guess_cannot_read_is_learned_and_checked_on_the_sample(tmp_path: Path):
+    path = _learned_sample(tmp_path)
+    assert [r for r in read_log(path) if r.kind == "train"] == []
+    pattern = r"^E?(?P<update>\d+) \| (?P<loss>\S+)(?: \| (?P<grad_norm>\S+) \| (?P<reward>\S+))?$"
+    counts_evals = json.dumps({"syntax": "regex", "pattern": pattern})
+    with pytest.raises(ValueError, match="both read as update 2: evaluation lines are being counted"):
+        validated(counts_evals, path, "h")
+    right = validated(json.dumps({"syntax": "regex", "pattern": pattern, "eval_lines": "^E", "keys": {}}), path, "h")
+    assert right.learned and right.code_hash == "h"
+    records = read_log(path, right)
+    assert [r.values["update"] for r in records if r.kind == "train"] == [1, 2, 3]
+    assert latest_metrics(path, right)["reward"] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(("answer", "problem"), [
+    ({"syntax": "yaml"}, "syntax must be one of"),
+    ({"syntax": "regex", "pattern": "(\\d+"}, "not a valid Python regular expression"),
+    ({"syntax": "regex", "pattern": "\\d+"}, "named groups"),
+    ({"syntax": "csv", "keys": {"score": "R"}}, "'score' is not one of the keys' names"),
+])
+def test_a_malformed_description_is_refused_with_the_reason(answer: dict, problem: str):
+    with pytest.raises(ValueError, match=problem):
+        format_from_answer(answer)
+
+
+def test_the_logging_code_hash_follows_the_logging_code_only():
+    train = (Path(__file__).resolve().parents[1] / "examples/cleanup/reference_generated/train.py").read_text()
+    assert logging_code_hash(train) == logging_code_hash(train.replace("def make_env(", "def make_env(  "))
+    assert logging_code_hash(train) != logging_code_hash(with_format(train, "csv"))
+
+
+@pytest.mark.slow
+@pytest.mark.tiny_agent("cleanup")
+def test_the_pipeline_learns_an_unreadable_format_once_and_commits_it(project: Path, tmp_path: Path):
+    from orchestrator.runner import start_run
+
+    reference = copy_generated_set(tmp_path / "reference")
+    format_variant(reference, LEARNED_ONLY)
+    (project / "source_of_truth/grpo_template.py").write_text((reference / "grpo_template.py").read_text())
+    pattern = r"^E?(?P<update>\d+) \| (?P<loss>\S+)(?: \| (?P<grad_norm>\S+) \| (?P<reward>\S+))?$"
+    answers = [{"syntax": "regex", "pattern": pattern}, {"syntax": "regex", "pattern": pattern, "eval_lines": "^E"}]
+    replies = [roles_reply()] + [{"tag": step, "text": file_answer(*names, folder=reference)}
+                                 for step, names in GENERATION_STEPS.items()]
+    replies += [{"tag": "log_format", "text": f"```json\n{json.dumps(a)}\n```", "usage": {"input_tokens": 2000,
+                                                                                         "output_tokens": 90}}
+                for a in answers]
+    spec = RuntimeCheckSpec(model="", real_model=False, episodes=4, turns=1, cpu_processes=1)
+    outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", replies), run_id="r1", runtime_check=spec,
+                        until="runtime_check")
+    assert outcome.status == "done", outcome.reason
+    stored = LogFormat.from_dict(json.loads((project / "workspace" / LOG_FORMAT_FILE).read_text()))
+    assert stored.eval_lines == "^E" and outcome.state["log_format"] == stored.to_dict()
+    assert outcome.state["ledger"]["log_format"]["calls"] == 2  # the first description was re-asked with the problem
+    subjects = git.Repo(project / "workspace").git.log("run/r1", "--format=%s").splitlines()
+    assert "log_format attempt 1: learned: regex" in subjects
+    log = project / "runs/r1/runtime_check/logs/train.logs"
+    assert [r.values["update"] for r in read_log(log, stored) if r.kind == "train"] == [1, 2]
+
+
+# ---------------------------------------------------------------- the corpus through real runtime checks
+
+
+@pytest.mark.slow
+@pytest.mark.tiny_agent("cleanup")
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_each_format_passes_a_real_runtime_check_with_status_and_curves(tmp_path: Path, name: str):
+    folder = copy_generated_set(tmp_path / "generated")
+    format_variant(folder, name)
+    from orchestrator.tiny_agent import local_tiny_agent
+
+    agent = local_tiny_agent(Path(__file__).resolve().parents[1], folder)
+    spec = RuntimeCheckSpec(model=str(agent), real_model=False, plays=True, episodes=4, turns=1, cpu_processes=1)
+    result = run_runtime_check(folder, spec, cleanup_roles(), tmp_path / "check")
+    assert result.passed, result.summary + "\n" + result.evidence
+    assert result.summary.startswith("2 updates")
+    logs = tmp_path / "check/logs"
+    metrics = latest_formal_metrics(tmp_path, str(logs))
+    assert metrics is not None and metrics["update"] == 2 and {"loss", "grad_norm", "reward"} <= set(metrics)
+    assert re.match(r"formal run logs, update 2: reward -?\d", metrics_line(metrics))
+    curves = write_curves(logs / "train.logs", tmp_path / "plots", name)
+    assert {"loss", "reward", "grad_norm"} <= {p.stem for p in curves.files}
