@@ -149,6 +149,24 @@ def test_the_logging_code_hash_follows_the_logging_code_only():
     assert logging_code_hash(train) != logging_code_hash(with_format(train, "csv"))
 
 
+def test_a_learned_format_is_reused_while_the_logging_code_is_unchanged(tmp_path: Path):
+    from types import SimpleNamespace
+
+    from orchestrator.nodes.logformat import known_format
+    from orchestrator.workspace import Workspace
+
+    workspace = Workspace.open(tmp_path / "workspace")
+    train = (Path(__file__).resolve().parents[1] / "examples/cleanup/reference_generated/train.py").read_text()
+    workspace.write("generated/train.py", with_format(train, LEARNED_ONLY))
+    learned = LogFormat(syntax="regex", pattern=r"(?P<update>\d+)", code_hash=logging_code_hash(
+        workspace.read("generated/train.py")))
+    workspace.write(LOG_FORMAT_FILE, json.dumps(learned.to_dict()))
+    ctx = SimpleNamespace(workspace=workspace)
+    assert known_format(ctx) == learned
+    workspace.write("generated/train.py", with_format(train, "csv"))  # a fix rewrote the logging code
+    assert known_format(ctx) == LogFormat()
+
+
 @pytest.mark.slow
 @pytest.mark.tiny_agent("cleanup")
 def test_the_pipeline_learns_an_unreadable_format_once_and_commits_it(project: Path, tmp_path: Path):
@@ -199,3 +217,21 @@ def test_each_format_passes_a_real_runtime_check_with_status_and_curves(tmp_path
     assert re.match(r"formal run logs, update 2: reward -?\d", metrics_line(metrics))
     curves = write_curves(logs / "train.logs", tmp_path / "plots", name)
     assert {"loss", "reward", "grad_norm"} <= {p.stem for p in curves.files}
+
+
+# ---------------------------------------------------------------- the processes that really ran
+
+
+@pytest.mark.slow
+@pytest.mark.tiny_agent("cleanup")
+def test_a_launch_script_that_ignores_the_process_count_is_evidence_for_a_fix(tmp_path: Path):
+    folder = copy_generated_set(tmp_path / "generated")
+    launch = folder / "launch_training.sh"
+    launch.write_text(launch.read_text().replace('CPU_PROCESSES="${CPU_PROCESSES:-1}"', "CPU_PROCESSES=1"))
+    from orchestrator.tiny_agent import local_tiny_agent
+
+    agent = local_tiny_agent(Path(__file__).resolve().parents[1], folder)
+    spec = RuntimeCheckSpec(model=str(agent), real_model=False, plays=True, episodes=4, turns=1, cpu_processes=2)
+    result = run_runtime_check(folder, spec, cleanup_roles(), tmp_path / "check")
+    assert not result.passed and result.kind == "process_count" and result.files == ["launch_training.sh"]
+    assert "started 1 training process(es) where 2 (CPU_PROCESSES=2, no GPU) were asked" in result.summary

@@ -140,3 +140,24 @@ def test_a_template_without_flags_gets_its_short_run_through_the_config(tmp_path
     # the workspace's copy keeps the researcher's values: the short run's values went into the check's copy only
     workspace_config = (project / "workspace/generated/grpo_config.py").read_text()
     assert workspace_config == (project / "source_of_truth/grpo_config.py").read_text()
+
+
+@pytest.mark.parametrize(("dropped", "reason"), [
+    (("model",), "model: no field is mapped"),
+    (("episodes_total", "updates_total"), "episodes_total, updates_total: neither is mapped"),
+])
+def test_a_mapping_without_the_model_or_a_training_length_is_refused(dropped: tuple[str, ...], reason: str) -> None:
+    answer = recorded_roles(example("cleanup"))
+    answer = {**answer, "roles": {**answer["roles"], **{role: None for role in dropped}}}
+    with pytest.raises(ValueError, match=reason):
+        validate_roles(answer, kinds_of("cleanup"), cli_possible=True)
+
+
+@pytest.mark.parametrize(("name", "other_games_words"), [("cleanup", ("stag", "hare", "hunter")),
+                                                         ("staghunt", ("apple", "river", "clean"))])
+def test_the_demo_plays_back_each_examples_own_review(name: str, other_games_words: tuple[str, ...]) -> None:
+    from orchestrator.demo import transcript
+
+    review = next(r["text"] for r in transcript(example(name))["replies"] if r["tag"] == "review")
+    assert review.count("\n## ") >= 3
+    assert not re.search(rf"\b({'|'.join(other_games_words)})s?\b", review, re.I)

@@ -193,3 +193,24 @@ def test_unknown_branch_and_missing_repo_raise_workspace_error(ws: Workspace, tm
         ws.history("run/nope")
     with pytest.raises(WorkspaceError):
         Workspace(tmp_path / "not-a-repo").head_sha()
+
+
+def test_weights_checkpoints_and_large_binaries_never_enter_the_history(ws: Workspace) -> None:
+    """An output folder pointed into the committed log folder: the logs are committed, the model is not."""
+    run = ws.root / "training/formal-1"
+    (run / "final").mkdir(parents=True)
+    (run / "train.logs").write_text("train update=1 loss=0.5\n")
+    (run / "final/model.safetensors").write_bytes(b"\0" * 4096)
+    (run / "final/tokenizer.json").write_text("{}")
+    (run / "optimizer.pt").write_bytes(b"\0" * 64)
+    (run / "big.raw").write_bytes(b"\0" * (2 << 20))
+    (run / "plot.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 512)
+    left_out: list[str] = []
+    ws.on_left_out = left_out.extend
+    assert ws.commit(["training/formal-1"], node="formal_train", attempt=1, outcome="finished", tokens=0)
+    tracked = ws.repo.git.ls_files().splitlines()
+    assert tracked == ["training/formal-1/plot.png", "training/formal-1/train.logs"]
+    assert left_out == ["training/formal-1/final/", "training/formal-1/big.raw"]
+    (run / "train.logs").write_text("train update=1 loss=0.5\ntrain update=2 loss=0.4\n")
+    assert ws.commit(["training/formal-1"], node="formal_train", attempt=2, outcome="finished", tokens=0)
+    assert ws.repo.git.ls_files().splitlines() == tracked
