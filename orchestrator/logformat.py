@@ -42,6 +42,7 @@ from typing import Any
 
 KINDS = ("start", "train", "eval", "done")
 GUESS = "guess"
+_PATTERNS = ("pattern", "metric_lines", "record_start", "eval_lines")  # a LogFormat's regular expressions
 SYNTAXES = ("json", "key=value", "key: value", "whitespace", "csv", "tsv", "regex", "tensorboard")
 LOG_FORMAT_FILE = "log_format.json"
 EVENTS_GLOB = "events.out.tfevents.*"
@@ -110,9 +111,11 @@ _PREFIXES = (
     re.compile(rf"^{_LEVEL}\s*[:|\-]?\s+"),  # INFO: ...
     re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w.\-]+:\d+\]\s"),  # glog
 )
-_KV_PAIR = re.compile(r"(?<![\w/.\-])([A-Za-z_][\w/.\-]*)(?:=|\s+=\s+)(\"[^\"]*\"|'[^']*'|[^\s,;|)\]}]*)")
+_KV_PAIR = re.compile(r"(?<![\w/.\-])([A-Za-z_][\w/.\-]*)(?:=|\s+=\s+)(\"[^\"]*\"|'[^']*'|tensor\([^)]*\)|"
+                      r"[^\s,;|)\]}]*)")
 _TOKEN = re.compile(r"[+-]?(?:nan|inf)(?!\w)|[A-Za-z_][\w/.\-]*|[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?",
                     re.IGNORECASE)
+_TENSOR = re.compile(r"^tensor\(\[?([^,)\]]+)")
 _FRACTION = re.compile(r"(?<![\w./])(\d+)/(\d+)(?![\w./])")  # tqdm's `3/10`: update 3 of 10
 
 
@@ -143,6 +146,7 @@ class LogFormat:
     syntax: str = GUESS  # GUESS, or one of SYNTAXES
     pattern: str = ""  # regex: a metric line matches it; its named groups are the keys
     metric_lines: str = ""  # a regex only metric lines match (empty: every line may hold metrics)
+    record_start: str = ""  # a regex matching the first line of each record, when a record spans lines
     eval_lines: str = ""  # a regex that marks a metric line as an evaluation, not an update
     keys: dict[str, str] = field(default_factory=dict)  # ANSWER_KEYS name -> the log's own key
     code_hash: str = ""  # the logging code it was learned from (logging_code_hash)
@@ -155,8 +159,7 @@ class LogFormat:
     def describe(self) -> str:
         if not self.learned:
             return "the first guess (JSON lines, key=value, key: value, name value, CSV/TSV, TensorBoard)"
-        parts = [self.syntax] + [f"{name}={self.__dict__[name]!r}" for name in ("pattern", "metric_lines",
-                                                                                "eval_lines") if self.__dict__[name]]
+        parts = [self.syntax] + [f"{name}={self.__dict__[name]!r}" for name in _PATTERNS if self.__dict__[name]]
         return ", ".join(parts + [f"keys {self.keys}"] if self.keys else parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -171,7 +174,7 @@ class LogFormat:
 
 
 def format_from_answer(answer: Any) -> LogFormat:
-    """The LLM's description {"syntax", "pattern", "metric_lines", "eval_lines", "keys", "notes"}, checked
+    """The LLM's description {"syntax", "pattern", "metric_lines", "record_start", "eval_lines", "keys", "notes"}, checked
     for shape; ValueError listing every problem."""
     if not isinstance(answer, dict):
         raise ValueError('the answer must be one JSON object {"syntax": ..., "keys": {...}, ...}')
@@ -179,7 +182,7 @@ def format_from_answer(answer: Any) -> LogFormat:
     syntax = answer.get("syntax")
     if syntax not in SYNTAXES:
         problems.append(f"syntax must be one of {', '.join(SYNTAXES)}; got {syntax!r}")
-    for name in ("pattern", "metric_lines", "eval_lines"):
+    for name in _PATTERNS:
         value = answer.get(name) or ""
         if not isinstance(value, str):
             problems.append(f"{name} must be a string (a Python regular expression) or empty")
@@ -203,9 +206,8 @@ def format_from_answer(answer: Any) -> LogFormat:
     if problems:
         raise ValueError("; ".join(problems))
     notes = answer.get("notes", "")
-    return LogFormat(syntax=syntax, pattern=answer.get("pattern") or "", metric_lines=answer.get("metric_lines") or "",
-                     eval_lines=answer.get("eval_lines") or "", keys={k: v for k, v in keys.items() if v},
-                     notes=notes if isinstance(notes, str) else "")
+    return LogFormat(syntax=syntax, **{name: answer.get(name) or "" for name in _PATTERNS},
+                     keys={k: v for k, v in keys.items() if v}, notes=notes if isinstance(notes, str) else "")
 
 
 # ---------------------------------------------------------------- one line at a time
@@ -288,7 +290,9 @@ def _value(raw: Any) -> float | str | None:
     if raw is None:
         return math.nan
     if isinstance(raw, str):
-        number = _number(raw.strip())
+        text = raw.strip()
+        tensor = _TENSOR.match(text)  # a tensor logged as is: tensor(0.5000, grad_fn=<...>)
+        number = _number(tensor.group(1) if tensor else text.removesuffix("%"))
         return number if number is not None else raw
     return None
 
@@ -307,12 +311,22 @@ class LineReader:
         self._table: _Table | None = None
         self._pattern = re.compile(self.format.pattern) if self.format.pattern else None
         self._metric_lines = re.compile(self.format.metric_lines) if self.format.metric_lines else None
+        self._record_start = re.compile(self.format.record_start) if self.format.record_start else None
+        self._block: list[str] = []  # the lines of a record that spans several, until the next one starts
         self._eval_lines = re.compile(self.format.eval_lines) if self.format.eval_lines else None
         self._renames = {key: ANSWER_KEYS[name] for name, key in self.format.keys.items()}
 
     def read(self, line: str, line_no: int = 0) -> list[LogRecord]:
         """The records of one line: none for prose, tracebacks and warnings; several when a progress bar
-        rewrote its line with carriage returns."""
+        rewrote its line with carriage returns. A record that spans lines comes when the next one starts."""
+        if self._record_start is not None:
+            if self._record_start.search(line):
+                records = self.flush(line_no - 1)
+                self._block = [line.strip()]
+                return records
+            if self._block:
+                self._block.append(line.strip())
+            return []
         records: list[LogRecord] = []
         for segment in line.rstrip("\r\n").split("\r"):
             record = self._record(segment, line_no)
@@ -325,6 +339,12 @@ class LineReader:
             else:
                 records.append(record)
         return records
+
+    def flush(self, line_no: int = 0) -> list[LogRecord]:
+        """The record of the lines gathered since the last record start (the log's end closes the last one)."""
+        block, self._block = " ".join(line for line in self._block if line), []
+        record = self._record(block, line_no) if block else None
+        return [record] if record is not None else []
 
     def _record(self, raw: str, line_no: int) -> LogRecord | None:
         if not raw.strip() or (self._metric_lines is not None and not self._metric_lines.search(raw)):
@@ -401,7 +421,7 @@ class LineReader:
                     None)
         first = _KV_PAIR.search(body)
         words = _NAME.findall(body[:first.start()] if first else body)  # a kind word leads the line
-        numeric = sum(1 for v in values.values() if _number(v) is not None)
+        numeric = sum(1 for v in values.values() if isinstance(_value(v), float))
         said = kind or next((k for w in words if (k := _kind_of_word(w))), None)
         if learned and values or numeric >= 2 or (said and values):
             return kind, values, words
@@ -437,7 +457,7 @@ class LineReader:
         if self._table is None:
             return None
         table = self._table
-        cells = body.split(table.delimiter) if table.delimiter else body.split()
+        cells = _cells(body, table.delimiter)
         if len(cells) != len(table.columns):
             return None
         values = {name: cell.strip() for name, cell in zip(table.columns, cells) if cell.strip()}
@@ -450,19 +470,29 @@ class LineReader:
 
     def _header(self, body: str) -> tuple[_Table, bool] | None:
         syntax = self.format.syntax
-        delimiters = {"csv": (",",), "tsv": ("\t",)}.get(syntax, ("\t", ",", None))
+        delimiters = {"csv": (",", ";", "|"), "tsv": ("\t",)}.get(syntax, ("\t", ",", ";", "|", None))
         for delimiter in delimiters:
             if delimiter is not None and delimiter not in body:
                 continue
             if delimiter is None and self._table is not None:
                 continue  # an aligned header never replaces a CSV one: a stray prose line would
-            fields = [f.strip() for f in (body.split(delimiter) if delimiter else body.split())]
+            fields = [f.strip() for f in _cells(body, delimiter)]
             if len(fields) < 2 or not all(_NAME.fullmatch(f) for f in fields):
                 continue
             if syntax == GUESS and not any(_known(f) for f in fields):
                 continue
             return _Table(fields, delimiter), True
         return None
+
+
+def _cells(body: str, delimiter: str | None) -> list[str]:
+    """A table line's cells; a Markdown row's outer pipes (`| a | b |`) make no cells."""
+    if delimiter is None:
+        return body.split()
+    cells = body.split(delimiter)
+    if delimiter == "|" and len(cells) > 2 and not cells[0].strip() and not cells[-1].strip():
+        cells = cells[1:-1]
+    return cells
 
 
 def _iso_time(stamp: str | None) -> datetime | None:
@@ -483,7 +513,8 @@ def parse_line(line: str, line_no: int = 0, log_format: LogFormat | None = None)
 def parse_log(text: str, log_format: LogFormat | None = None) -> list[LogRecord]:
     """All records of a log's text; line numbers are 1-based."""
     reader = LineReader(log_format)
-    return [r for n, line in enumerate(text.split("\n"), start=1) for r in reader.read(line, n)]
+    lines = text.split("\n")
+    return [r for n, line in enumerate(lines, start=1) for r in reader.read(line, n)] + reader.flush(len(lines))
 
 
 # ---------------------------------------------------------------- TensorBoard event files

@@ -67,6 +67,17 @@ def test_logging_prefixes_and_progress_bars_leave_every_key(line: str):
     assert (record.values["update"], record.values["loss"], record.values["grad_norm"]) == (3.0, 0.5, 1.5)
 
 
+@pytest.mark.parametrize("text", [
+    "| step | loss | grad_norm |\n|---|---|---|\n| 3 | 0.5 | 1.5 |\n",
+    "step;loss;gradNorm\n3;0.5;1.5\n",
+    "step   loss    grad_norm\n3      0.5     1.5\n",
+    "step=3 loss=tensor(0.5000, grad_fn=<MeanBackward0>) grad_norm=tensor(1.5)\n",
+])
+def test_tables_and_tensors_printed_as_they_are(text: str):
+    record = [r for r in parse_log(text) if r.kind == "train"][-1]
+    assert (record.values["update"], record.values["loss"], record.values["grad_norm"]) == (3.0, 0.5, 1.5)
+
+
 def test_prose_and_warnings_are_not_updates():
     text = ("Loaded 3 files in 2 seconds\nloss went up\nSaving checkpoint 100 to /tmp/out\n"
             "ValueError: update=3 is bad\nepoch,notes\n")
@@ -130,6 +141,17 @@ def test_a_format_the_guess_cannot_read_is_learned_and_checked_on_the_sample(tmp
     records = read_log(path, right)
     assert [r.values["update"] for r in records if r.kind == "train"] == [1, 2, 3]
     assert latest_metrics(path, right)["reward"] == pytest.approx(0.5)
+
+
+def test_a_record_that_spans_lines_is_read_with_a_learned_record_start(tmp_path: Path):
+    path = tmp_path / "train.logs"
+    path.write_text("".join(f"=== update {u} ===\nloss: {u / 8}\ngrad_norm: {u + 0.5}\nreward: {u / 4}\n"
+                            + (f"== eval at update {u} ==\nreward: 0.9\n" if u == 2 else "") for u in (1, 2, 3)))
+    answer = {"syntax": "key: value", "record_start": "^==", "eval_lines": "eval", "keys": {"update": "update"}}
+    log_format = validated(json.dumps(answer), path, "h")
+    records = read_log(path, log_format)
+    assert [(r.kind, r.values["update"]) for r in records] == [("train", 1), ("train", 2), ("eval", 2), ("train", 3)]
+    assert latest_metrics(path, log_format) == {"update": 3, "loss": 0.375, "grad_norm": 3.5, "reward": 0.75}
 
 
 @pytest.mark.parametrize(("answer", "problem"), [
