@@ -18,7 +18,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from orchestrator.config_file import accepted_values, load_config_class
-from orchestrator.execution import ExecutionResult, execute, last_traceback, strip_progress_bars, tail
+from orchestrator.execution import (ExecutionResult, execute, exit_after_done, last_traceback, launcher_failures,
+                                    own_tracebacks, rank_errors, strip_progress_bars, tail)
 from orchestrator.rules import GENERATED_FILES, check_folder, errors
 from orchestrator.rules.dynamic import probe_folder
 from orchestrator.monitor import parse_log
@@ -105,16 +106,19 @@ def code_excerpts(traceback: str, folder: Path, context: int = 3) -> str:
     return "\n\n".join(excerpts)
 
 
-def _failure(check: str, result: ExecutionResult, folder: Path, what: str) -> CheckResult:
+def _failure(check: str, result: ExecutionResult, folder: Path, what: str, logged_done: bool = False) -> CheckResult:
     stderr = strip_progress_bars(result.stderr)
     traceback = last_traceback(stderr) or last_traceback(strip_progress_bars(result.stdout))
+    # under a launcher, each rank's own error and the launcher's list of failed ranks (exit codes, signals)
+    failures, ranks = launcher_failures(stderr), rank_errors(stderr)
     if result.timed_out:
         kind, summary = "timeout", f"{what} did not finish within the time limit ({result.seconds:.0f} s)"
     else:
         kind = classify_failure(traceback or stderr)
         last_line = (traceback or stderr).strip().splitlines()[-1:] or [f"exit code {result.returncode}"]
-        summary = f"{what} failed: {last_line[0][:300]}"
-    body = traceback or tail(stderr, EVIDENCE_CHARS // 2)
+        cause = str(failures[0]) if failures and not own_tracebacks(stderr) else last_line[0][:300]
+        summary = f"{what} failed{' after train.logs said done' if logged_done else ''}: {cause}"
+    body = (ranks if failures else traceback) or tail(stderr, EVIDENCE_CHARS // 2)
     excerpts = code_excerpts(traceback, folder)
     evidence = tail("\n\n".join(part for part in (body, excerpts and f"Relevant lines:\n{excerpts}") if part),
                     EVIDENCE_CHARS)
@@ -212,9 +216,15 @@ def run_runtime_check(folder: Path, spec: RuntimeCheckSpec, roles: ConfigRoles, 
     result = execute(["bash", "launch_training.sh", *args], code, timeout_s=spec.timeout_s,
                      env={"PYTHON": sys.executable, "CPU_PROCESSES": str(spec.cpu_processes),
                           "MAIN_PORT": str(free_port())})
+    log_path = find_log(log_folder(roles, log_dir, code))
     if not result.ok:
-        return _failure("runtime_check", result, code, "the short training run")
-    judged = judge_training_log(find_log(log_folder(roles, log_dir, code)), spec, result.seconds)
+        done = log_path.exists() and any(r.kind == "done" for r in parse_log(log_path.read_text()))
+        after_done = exit_after_done(strip_progress_bars(result.stderr), done)
+        judged = judge_training_log(log_path, spec, result.seconds) if after_done else None
+        if judged is not None and judged.passed:  # trained and logged done; a rank died at exit: no fix to pay for
+            return replace(judged, summary=f"{judged.summary}; {after_done}")
+        return _failure("runtime_check", result, code, "the short training run", logged_done=done)
+    judged = judge_training_log(log_path, spec, result.seconds)
     if refused and judged.passed:
         return replace(judged, summary=f"{judged.summary}; the config's validation refused the short run's "
                                        f"{', '.join(refused)}, so its own values were kept")

@@ -79,6 +79,13 @@ def evidence_of(result: JobResult, log_tail: str) -> dict:
             "fingerprint": fingerprint(f"formal_train\n{kind}\n{anomaly.evidence if anomaly else result.stderr_tail}")}
 
 
+def exited_after_done(result: JobResult) -> bool:
+    """The job failed only because a process died at exit after train.logs said done (monitor's
+    exit_after_done), with no serious anomaly."""
+    return (result.status == "failed" and not any(a.serious for a in result.anomalies)
+            and any(a.kind == "exit_after_done" for a in result.anomalies))
+
+
 def stop_marks(result: JobResult) -> dict:
     """Where the formal run went wrong, for its curves and its attempt record: the first anomaly (kind, update,
     message), the last update a run we stopped logged, and both as (update, label) marks."""
@@ -187,6 +194,8 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
                                  "the manifest must say what the job really ran with",
                                  f"the job's saved config differs from the plan: {differs}"))
             ctx.on_event(f"formal_train: WARNING the job ran with {differs} (planned, ran)")
+    if exited_after_done(result):  # trained to the end; a process died at exit: nothing for fix to repair
+        result = replace(result, status="finished")
     outcome = result.status + (f" ({result.anomalies[0].kind})" if result.anomalies else "")
     changed = [rel_dir] + ([f"{GENERATED_DIR}/grpo_config.py"] if roles.delivery != CLI else [])
     sha = ctx.workspace.commit(changed, node="formal_train", attempt=attempt, outcome=outcome, tokens=int(row["tokens"]),
