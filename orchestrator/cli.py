@@ -203,7 +203,6 @@ def report(run_id: Optional[str] = typer.Argument(None, help="default: the lates
     print its path."""
     import webbrowser
 
-    from orchestrator.graph import build_graph
     from orchestrator.page import Pipeline, write_page
 
     runs = list_runs(project_root)
@@ -211,8 +210,13 @@ def report(run_id: Optional[str] = typer.Argument(None, help="default: the lates
         if not runs:
             _bad_input(f"no runs under {project_root / 'runs'}")
         run_id = runs[-1].run_id
+    pipeline = Pipeline.load(project_root / "runs" / run_id)
+    if pipeline is None:  # a run from before pipeline.json: today's graph
+        from orchestrator.graph import build_graph
+
+        pipeline = Pipeline.of(build_graph().get_graph())
     try:
-        path = write_page(project_root, run_id, Pipeline.of(build_graph().get_graph()))
+        path = write_page(project_root, run_id, pipeline)
     except SetupError as exc:
         _bad_input(str(exc))
     console.print(str(path), markup=False, highlight=False, soft_wrap=True)

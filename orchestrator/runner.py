@@ -526,6 +526,7 @@ def _drive(settings: RunSettings, ctx: RunContext, graph_input: RunState | None,
     finished = False
     with marked_process(settings.run_dir), open_graph(settings.run_dir) as graph, _stop_signals_interrupt():
         pipeline = Pipeline.of(graph.get_graph())
+        pipeline.save(settings.run_dir)
         _with_live_page(ctx, settings, pipeline)
         try:
             for _ in graph.stream(graph_input, config, context=ctx, durability="sync", stream_mode="values"):

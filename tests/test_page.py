@@ -60,10 +60,13 @@ def test_the_blocked_run_s_page_shows_every_attempt_its_diffs_and_why_it_stopped
     assert "No module named 'prompt_templates'" in shown.dom.split('id="attempt-7"')[1]
     assert "refused: env_move.py must never be edited" in shown.dom
     assert 'id="last-evidence"' in shown.dom and "import_check" in shown.dom
-    # the pipeline, drawn from the graph: every node, the fix where the run stopped on its path
-    for node in Pipeline.of(build_graph().get_graph()).nodes:
-        assert f'id="node-{node}"' in shown.dom
-    assert "#node-fix > path" in shown.dom
+    # the pipeline, drawn from the graph: every node, the fix on the path the run took
+    if shutil.which("dot"):
+        for node in Pipeline.of(build_graph().get_graph()).nodes:
+            assert f'id="node-{node}"' in shown.dom
+        assert "#node-fix > path" in shown.dom
+    else:
+        assert "the pipeline drawing needs Graphviz" in shown.dom
 
 
 def test_an_answer_s_script_tag_is_shown_as_text_and_never_runs(blocked: Path, tmp_path: Path):
@@ -104,13 +107,15 @@ def test_a_running_run_s_page_reloads_and_draws_its_live_formal_curves(blocked: 
     assert '<meta http-equiv="refresh"' not in crashed and 'id="status">crashed<' in crashed
 
 
-def test_report_command_writes_the_page_and_names_it(blocked: Path):
+def test_report_command_writes_the_page_from_the_run_s_own_graph_without_langgraph(blocked: Path):
     page = blocked / "runs/b1/report.html"
     page.unlink()
-    done = subprocess.run([sys.executable, "-m", "orchestrator", "report", "b1", "--project-root", str(blocked)],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0 and done.stdout.strip() == str(page), done.stdout + done.stderr
-    assert 'id="status">blocked<' in page.read_text()
+    probe = ("import sys\nfrom orchestrator.cli import app\n"
+             "try:\n    app(['report', 'b1', '--project-root', sys.argv[1]])\nexcept SystemExit:\n    pass\n"
+             "print('HEAVY', [m for m in ('langgraph', 'torch', 'anthropic') if m in sys.modules])\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(blocked)], capture_output=True, text=True, timeout=120)
+    assert done.stdout.splitlines() == [str(page), "HEAVY []"], done.stdout + done.stderr
+    assert 'id="status">blocked<' in page.read_text() and json.loads((blocked / "runs/b1/pipeline.json").read_text())
     unknown = subprocess.run([sys.executable, "-m", "orchestrator", "report", "nope", "--project-root", str(blocked)],
                              capture_output=True, text=True, timeout=120)
     assert unknown.returncode == 2 and "no run 'nope'" in unknown.stdout

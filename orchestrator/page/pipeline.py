@@ -6,7 +6,9 @@ which the page inlines. Mermaid, LangGraph's other drawing, needs mermaid.js (3 
 inlined into every page, or a network fetch) or a web service for a PNG; `dot` is a 30 ms subprocess
 and its SVG weighs about 20 kB.
 
-The drawing is the same for every page of a run, so it is made once per process and shape. Where the run
+The runner keeps the graph's shape in `runs/RUN_ID/pipeline.json`, so `report` draws the run's own graph
+without importing LangGraph. The drawing is the same for every page of a run, so it is made once per process
+and shape. Where the run
 stands is not drawn into it: every node and edge carries an id (`node-NAME`, `edge-SRC-DST`), and the page
 colours the current node and the path taken with CSS. Without `dot` the page says how to get it.
 """
@@ -14,13 +16,18 @@ colours the current node and the path taken with CSS. Without `dot` the page say
 from __future__ import annotations
 
 import functools
+import json
 import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from orchestrator.journal import write_atomic
+
 DOT_TIMEOUT_S = 20.0
+PIPELINE_FILE = "pipeline.json"
 START, END = "__start__", "__end__"
 
 
@@ -33,6 +40,18 @@ class Pipeline:
     def of(cls, drawable: Any) -> "Pipeline":
         """From LangGraph's drawable graph (`compiled.get_graph()`)."""
         return cls(tuple(drawable.nodes), tuple((e.source, e.target, bool(e.conditional)) for e in drawable.edges))
+
+    def save(self, run_dir: Path) -> None:
+        """`run_dir/pipeline.json`: the run's own graph, for `report` (which then needs no LangGraph import)."""
+        write_atomic(Path(run_dir) / PIPELINE_FILE, json.dumps({"nodes": self.nodes, "edges": self.edges}))
+
+    @classmethod
+    def load(cls, run_dir: Path) -> "Pipeline | None":
+        try:
+            data = json.loads((Path(run_dir) / PIPELINE_FILE).read_text())
+            return cls(tuple(data["nodes"]), tuple((s, t, bool(c)) for s, t, c in data["edges"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def to_dot(self) -> str:
         # edges into the last node before END (a stopped run's way out, from every step) do not shape the layout,
