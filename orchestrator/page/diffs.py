@@ -11,6 +11,7 @@ import functools
 from dataclasses import dataclass
 
 import git
+from markupsafe import Markup
 
 from orchestrator.workspace import ANY_GIT_ERROR
 
@@ -29,7 +30,7 @@ class FileChange:
 @dataclass(frozen=True)
 class CommitDiff:
     files: tuple[FileChange, ...] = ()
-    lines: tuple[tuple[str, str], ...] = ()  # (kind, text): kind is file, hunk, add, del, ctx or meta
+    html: Markup = Markup("")  # one escaped <span class="KIND"> per patch line: file, hunk, add, del, ctx or meta
     error: str = ""
 
     @property
@@ -73,4 +74,6 @@ def commit_diff(workspace: str, sha: str) -> CommitDiff:
         patch = repo.git.show("--format=", "--patch", "--no-color", "--no-renames", sha, "--", *wanted) if wanted else ""
     except ANY_GIT_ERROR as exc:
         return CommitDiff(error=f"git show {sha[:10]} failed: {' '.join(str(exc).split())[:300]}")
-    return CommitDiff(tuple(files), tuple((line_kind(line), line) for line in patch.splitlines()))
+    # escaped once per commit here, not at every rewrite of the page: a generated train.py is a thousand lines
+    return CommitDiff(tuple(files), Markup("").join(Markup('<span class="{}">{}</span>').format(line_kind(line), line)
+                                                     for line in patch.splitlines()))
