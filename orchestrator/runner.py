@@ -52,7 +52,7 @@ from orchestrator.llm import LLMError, make_llm
 from orchestrator.page import Pipeline, write_page
 from orchestrator.plots import curves_section
 from orchestrator.runlock import WorkspaceBusy, WorkspaceLock, marked_process, run_processes, stop_processes
-from orchestrator.runs import RunSettings, SetupError, llm_paths, spent, to_disk, write_state
+from orchestrator.runs import FORMAL_JOB, RunSettings, SetupError, llm_paths, spent, to_disk, write_state
 from orchestrator.state import SOURCE_FILES, Limits, RunContext, RunState, attempt_count
 from orchestrator.training_job import live_jobs
 from orchestrator.workspace import Workspace, WorkspaceError
@@ -63,6 +63,7 @@ EXIT_CODES = {"done": 0, "blocked": 1, "failed": 1, "budget": 3, "interrupted": 
 CRASHED = ("running", "interrupted")  # statuses a resume may find half-done work after
 SOURCE_CHECK_TIMEOUT_S = 120.0
 PAGE_LIVE_S = 10.0  # between two rewrites of report.html inside one node (a formal run training, say)
+
 
 @dataclass(frozen=True)
 class RunOutcome:
@@ -386,9 +387,6 @@ def _carry_spend(graph: Any, config: dict[str, Any], before: RunState, latest: R
     if not delta and not attempts:
         return config
     return graph.update_state(config, {"ledger": delta, "attempts": attempts})
-
-
-FORMAL_JOB = "formal-{}"  # nodes/train.py's folder (and so job record) name for formal attempt N
 
 
 def _reconcile(ctx: RunContext, values: RunState, next_nodes: tuple[str, ...], previous: str) -> None:

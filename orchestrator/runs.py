@@ -23,6 +23,7 @@ from orchestrator.plots import latest_metrics
 from orchestrator.runlock import WorkspaceLock
 
 STATE_FILE = "state.json"
+FORMAL_JOB = "formal-{}"  # formal attempt N's folder name everywhere: its logs, outputs, job record, plots
 _REL = "./"  # a path stored relative to the project root
 
 

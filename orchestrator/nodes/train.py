@@ -31,6 +31,7 @@ from orchestrator.probe import ProbeResult
 from orchestrator.tiny_agent import TINY_AGENT, playing_model
 from orchestrator.prompts import file_blocks, render
 from orchestrator.roles import CLI, ConfigRoles, deliver
+from orchestrator.runs import FORMAL_JOB
 from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
 from orchestrator.training_job import JobResult, make_job
 
@@ -148,7 +149,7 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     config = answer.parsed
     defaults = config_values(config_cls)
     overrides = {k: v for k, v in config.items() if v != defaults.get(k)}
-    job_name = f"formal-{attempt}"  # the attempt's folder name everywhere: logs, outputs, job record, plots
+    job_name = FORMAL_JOB.format(attempt)
     rel_dir = f"{TRAINING_DIR}/{job_name}"
     log_dir = ctx.workspace.path(rel_dir)
     log_dir.mkdir(parents=True, exist_ok=True)

@@ -71,9 +71,11 @@ def commit_diff(workspace: str, sha: str) -> CommitDiff:
             budget -= size if shown else 0
             files.append(FileChange(path, _count(added), _count(deleted), shown))
         wanted = [f.path for f in files if f.shown]
-        patch = repo.git.show("--format=", "--patch", "--no-color", "--no-renames", sha, "--", *wanted) if wanted else ""
+        patch = (repo.git.show("--format=", "--patch", "--no-color", "--no-renames", sha, "--", *wanted)
+                 if wanted else "")
     except ANY_GIT_ERROR as exc:
         return CommitDiff(error=f"git show {sha[:10]} failed: {' '.join(str(exc).split())[:300]}")
     # escaped once per commit here, not at every rewrite of the page: a generated train.py is a thousand lines
-    return CommitDiff(tuple(files), Markup("").join(Markup('<span class="{}">{}</span>').format(line_kind(line), line)
-                                                     for line in patch.splitlines()))
+    line_html = Markup('<span class="{}">{}</span>')
+    return CommitDiff(tuple(files), Markup("").join(line_html.format(line_kind(line), line)
+                                                    for line in patch.splitlines()))

@@ -57,7 +57,8 @@ class Pipeline:
         # edges into the last node before END (a stopped run's way out, from every step) do not shape the layout,
         # and edges sharing an end are drawn merged (`concentrate`): a pair A->B, B->A becomes one two-headed line
         sink = next((s for s, t, _ in self.edges if t == END), None)
-        lines = ["digraph pipeline {", "  rankdir=TB; nodesep=0.25; ranksep=0.22; concentrate=true; bgcolor=transparent;",
+        lines = ["digraph pipeline {",
+                 "  rankdir=TB; nodesep=0.25; ranksep=0.22; concentrate=true; bgcolor=transparent;",
                  '  node [shape=box, style="rounded,filled", fillcolor="#f3f4f6", color="#9ca3af", '
                  'fontname="Helvetica", fontsize=11, height=0.3];',
                  '  edge [color="#9ca3af", arrowsize=0.6];']

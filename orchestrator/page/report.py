@@ -37,7 +37,7 @@ from orchestrator.journal import write_atomic
 from orchestrator.page.diffs import CommitDiff, commit_diff
 from orchestrator.page.pipeline import END, START, Pipeline, highlight_css, path_taken, pipeline_svg
 from orchestrator.plots import PLOT_METRICS, PLOTS_DIR, write_curves
-from orchestrator.runs import read_state, run_summary
+from orchestrator.runs import FORMAL_JOB, read_state, run_summary
 
 PAGE_NAME = "report.html"
 REFRESH_S = 15
@@ -86,7 +86,7 @@ def _curves(folder: Path) -> list[tuple[str, str]]:
 
 def _live_job(run_dir: Path, formal_attempts: int) -> tuple[str, Path] | None:
     """(folder name, train.logs) of a formal job that is running now and has no attempt record yet."""
-    record = run_dir / "jobs" / f"formal-{formal_attempts + 1}.json"
+    record = run_dir / "jobs" / f"{FORMAL_JOB.format(formal_attempts + 1)}.json"
     try:
         data = json.loads(record.read_text())
     except (OSError, ValueError):
@@ -94,7 +94,8 @@ def _live_job(run_dir: Path, formal_attempts: int) -> tuple[str, Path] | None:
     return (record.stem, Path(data["log_path"])) if data.get("status") == "running" and data.get("log_path") else None
 
 
-def _attempt_views(project_root: Path, run_dir: Path, attempts: list[Mapping[str, Any]], live: bool) -> list[AttemptView]:
+def _attempt_views(project_root: Path, run_dir: Path, attempts: list[Mapping[str, Any]],
+                   live: bool) -> list[AttemptView]:
     workspace = str(project_root / "workspace")
     views = []
     for index, record in enumerate(attempts, 1):
@@ -102,7 +103,7 @@ def _attempt_views(project_root: Path, run_dir: Path, attempts: list[Mapping[str
         if record.get("sha"):
             view.diff = commit_diff(workspace, record["sha"])
         if record.get("node") == "formal_train":
-            view.curves = _curves(run_dir / PLOTS_DIR / f"formal-{record.get('attempt')}")
+            view.curves = _curves(run_dir / PLOTS_DIR / FORMAL_JOB.format(record.get("attempt")))
             view.curves_note = "" if view.curves else "no curves were drawn for this attempt (see claude.logs)"
         views.append(view)
     formal = sum(1 for a in attempts if a.get("node") == "formal_train")
