@@ -409,9 +409,9 @@ def test_api_retries_reach_the_run_log_and_events(project: Path, httpserver, mon
 def test_killed_just_after_finish_the_resume_records_the_ending(project: Path, tmp_path: Path):
     """The graph has ended (`finish: done` printed, the last checkpoint written) but run.json still says
     running: `list` says crashed, and a resume records the ending instead of saying there is nothing to do."""
-    replies = loop_replies()[:5]  # map_roles and the four generation steps
+    replies = loop_replies()[:2]  # map_roles, generate_helpers
     llm = write_transcript(tmp_path / "t.json", replies)
-    proc, marker = orchestrator(project, "run", "--llm", llm, "--run-id", "r1", "--until", "generate_launch",
+    proc, marker = orchestrator(project, "run", "--llm", llm, "--run-id", "r1", "--until", "generate_helpers",
                                 halt="graph_end:done")
     out = halt_and_signal(proc, marker)
     assert "finish: done" in out
@@ -431,9 +431,9 @@ def test_killed_just_after_finish_the_resume_records_the_ending(project: Path, t
 def test_killed_before_the_first_checkpoint_the_resume_starts_over(project: Path, tmp_path: Path):
     """run.json written, no checkpoint yet, nothing paid or committed: the resume says nothing was lost and runs
     the whole run, keeping its --until."""
-    replies = loop_replies()[:5]
+    replies = loop_replies()[:2]
     llm = write_transcript(tmp_path / "t.json", replies)
-    halt_and_signal(*orchestrator(project, "run", "--llm", llm, "--run-id", "r1", "--until", "generate_launch",
+    halt_and_signal(*orchestrator(project, "run", "--llm", llm, "--run-id", "r1", "--until", "generate_helpers",
                                   halt="run_json:running"))
     checkpoints = project / "runs/r1/checkpoints.sqlite"
     if checkpoints.exists():  # the saver may have made its tables already; no checkpoint is in them
@@ -444,11 +444,13 @@ def test_killed_before_the_first_checkpoint_the_resume_starts_over(project: Path
     code, out = finish(orchestrator(project, "resume", "r1")[0])
     assert code == 0 and "nothing was lost; the run starts from the beginning" in out, out[-3000:]
     check_end_state(project, "r1", replies, ["setup", *[r["tag"] for r in replies]])
-    assert final_state(project, "r1")["until"] == "generate_launch"
+    assert final_state(project, "r1")["until"] == "generate_helpers"
 
 
 def test_a_stale_git_index_lock_is_removed_by_the_resume_and_said(project: Path, tmp_path: Path):
-    killed_early_run(project, tmp_path)
+    llm = write_transcript(tmp_path / "t.json", loop_replies()[:2])
+    halt_and_signal(*orchestrator(project, "run", "--llm", llm, "--run-id", "r1", "--until", "generate_helpers",
+                                  halt="checkpoint:generate_helpers"))
     (project / "workspace/.git/index.lock").write_text("")  # a kill during `git add` leaves it
     code, out = finish(orchestrator(project, "resume", "r1")[0])
     assert code == 0, out[-3000:]
