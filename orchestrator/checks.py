@@ -20,7 +20,8 @@ from pathlib import Path
 
 from orchestrator.census import Census, census_env, read_census
 from orchestrator.config_file import accepted_values, load_config_class
-from orchestrator.execution import ExecutionResult, execute, last_traceback, strip_progress_bars, tail
+from orchestrator.execution import (ExecutionResult, execute, exit_after_done, last_traceback, launcher_failures,
+                                    own_tracebacks, rank_errors, strip_progress_bars, tail)
 from orchestrator.rules import GENERATED_FILES, check_folder, errors
 from orchestrator.rules.dynamic import probe_folder
 from orchestrator.logformat import LogFormat, read_log, sample_problems
@@ -107,16 +108,19 @@ def code_excerpts(traceback: str, folder: Path, context: int = 3) -> str:
     return "\n\n".join(excerpts)
 
 
-def _failure(check: str, result: ExecutionResult, folder: Path, what: str) -> CheckResult:
+def _failure(check: str, result: ExecutionResult, folder: Path, what: str, logged_done: bool = False) -> CheckResult:
     stderr = strip_progress_bars(result.stderr)
     traceback = last_traceback(stderr) or last_traceback(strip_progress_bars(result.stdout))
+    # under a launcher, each rank's own error and the launcher's list of failed ranks (exit codes, signals)
+    failures, ranks = launcher_failures(stderr), rank_errors(stderr)
     if result.timed_out:
         kind, summary = "timeout", f"{what} did not finish within the time limit ({result.seconds:.0f} s)"
     else:
         kind = classify_failure(traceback or stderr)
         last_line = (traceback or stderr).strip().splitlines()[-1:] or [f"exit code {result.returncode}"]
-        summary = f"{what} failed: {last_line[0][:300]}"
-    body = traceback or tail(stderr, EVIDENCE_CHARS // 2)
+        cause = str(failures[0]) if failures and not own_tracebacks(stderr) else last_line[0][:300]
+        summary = f"{what} failed{' after train.logs said done' if logged_done else ''}: {cause}"
+    body = (ranks if failures else traceback) or tail(stderr, EVIDENCE_CHARS // 2)
     excerpts = code_excerpts(traceback, folder)
     evidence = tail("\n\n".join(part for part in (body, excerpts and f"Relevant lines:\n{excerpts}") if part),
                     EVIDENCE_CHARS)
@@ -232,10 +236,15 @@ def short_run(folder: Path, spec: RuntimeCheckSpec, roles: ConfigRoles, work_dir
 
 
 def judge_short_run(run: ShortRun, spec: RuntimeCheckSpec, log_format: LogFormat | None = None) -> CheckResult:
-    """It must exit cleanly, log updates with finite numbers (read in `log_format`) and have run the
-    processes it was asked for."""
+    """It must exit cleanly (or only lose a rank to a signal after train.logs said done), log updates with
+    finite numbers (read in `log_format`) and have run the processes it was asked for."""
     if not run.result.ok:
-        return _failure("runtime_check", run.result, run.code, "the short training run")
+        done = any(r.kind == "done" for r in read_log(run.log_path, log_format))
+        after_done = exit_after_done(strip_progress_bars(run.result.stderr), done)
+        judged = judge_training_log(run.log_path, spec, run.result.seconds, log_format) if after_done else None
+        if judged is not None and judged.passed:  # trained and logged done; a rank died at exit: no fix to pay for
+            return replace(judged, summary=f"{judged.summary}; {after_done}")
+        return _failure("runtime_check", run.result, run.code, "the short training run", logged_done=done)
     judged = judge_training_log(run.log_path, spec, run.result.seconds, log_format)
     if not judged.passed:
         return judged

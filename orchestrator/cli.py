@@ -196,6 +196,35 @@ def list_command(project_root: Path = RootOption) -> None:
 
 
 @app.command()
+def report(run_id: Optional[str] = typer.Argument(None, help="default: the latest run"),
+           open_page: bool = typer.Option(False, "--open", help="open the page in the default browser"),
+           project_root: Path = RootOption) -> None:
+    """Write runs/RUN_ID/report.html, one self-contained page with every attempt, diff and curve, and
+    print its path."""
+    import webbrowser
+
+    from orchestrator.page import Pipeline, write_page
+
+    runs = list_runs(project_root)
+    if run_id is None:
+        if not runs:
+            _bad_input(f"no runs under {project_root / 'runs'}")
+        run_id = runs[-1].run_id
+    pipeline = Pipeline.load(project_root / "runs" / run_id)
+    if pipeline is None:  # a run from before pipeline.json: today's graph
+        from orchestrator.graph import build_graph
+
+        pipeline = Pipeline.of(build_graph().get_graph())
+    try:
+        path = write_page(project_root, run_id, pipeline)
+    except SetupError as exc:
+        _bad_input(str(exc))
+    console.print(str(path), markup=False, highlight=False, soft_wrap=True)
+    if open_page and not webbrowser.open(path.as_uri()):
+        console.print(f"no browser could be started here: open {path.as_uri()} yourself", soft_wrap=True)
+
+
+@app.command()
 def check(
     folder: Path = typer.Argument(..., help="a folder of generated files (helpers.py, train.py, ...)"),
     source_of_truth: Path = typer.Option(Path("source_of_truth"), help="the files the rules compare against"),

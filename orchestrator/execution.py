@@ -158,6 +158,70 @@ def last_traceback(text: str) -> str:
     return (own or found or [""])[-1]
 
 
+@dataclass(frozen=True)
+class ChildFailure:
+    """One failed child as a launcher (torch elastic, under `accelerate launch` or torchrun) reports it."""
+
+    rank: str  # "1 (local_rank: 1)"
+    exitcode: int
+    detail: str  # "Signal 11 (SIGSEGV) received by PID 14389", or "" when the launcher only points at its docs
+
+    @property
+    def signal(self) -> bool:
+        return self.exitcode < 0
+
+    def __str__(self) -> str:
+        return f"rank {self.rank}: exit code {self.exitcode}" + (f" ({self.detail})" if self.detail else "")
+
+
+# torch elastic's ChildFailedError report, printed after the launcher's own traceback: "[0]:" then "  key : value"
+_FAILURE_ENTRY = re.compile(r"^\[\d+\]:\s*\n((?:[ \t]+\w[\w ]*?\s*:.*\n?)+)", re.M)
+
+
+def launcher_failures(text: str) -> list[ChildFailure]:
+    """The failed children a launcher's report names, the root cause first; [] when there is no report."""
+    if "ChildFailedError" not in text:
+        return []
+    report = text[text.rindex("ChildFailedError"):]
+    root = max(report.find("Root Cause"), 0)
+    entries = _FAILURE_ENTRY.findall(report[root:]) + _FAILURE_ENTRY.findall(report[:root])
+    failures = []
+    for entry in entries:
+        fields = dict(re.findall(r"^[ \t]+(\w[\w ]*?)\s*:\s?(.*)$", entry, re.M))
+        code = re.match(r"-?\d+", fields.get("exitcode", ""))
+        detail = fields.get("traceback", "").strip()
+        failures.append(ChildFailure(fields.get("rank", "?").strip(), int(code.group()) if code else 1,
+                                     "" if detail.startswith("To enable traceback") else detail))
+    return failures
+
+
+def own_tracebacks(text: str) -> list[str]:
+    """Every traceback in `text` that is not a launcher's report of a failed child, `[rankN]:` prefixes
+    removed, each once (ranks that fail alike print the same one)."""
+    return list(dict.fromkeys(tb for tb in tracebacks(_RANK_PREFIX.sub("", text)) if not _LAUNCHER_FAILURE.search(tb)))
+
+
+def rank_errors(text: str) -> str:
+    """What each process of a launched job said when it failed: its own traceback(s), then the launcher's
+    list of failed ranks with their exit codes or signals ('' when the text holds neither)."""
+    parts = own_tracebacks(text)
+    failures = launcher_failures(text)
+    if failures:
+        parts.append("The launcher reports (root cause first):\n" + "\n".join(f"  {f}" for f in failures))
+    return "\n\n".join(parts)
+
+
+def exit_after_done(text: str, logged_done: bool) -> str:
+    """One line when a run whose train.logs says done then lost processes to signals (the launcher reports
+    only signal deaths, and no process printed a traceback): a crash at exit, not an error of the code.
+    '' otherwise: an exit code or a traceback after done is the code's own failure."""
+    failures = launcher_failures(text)
+    if not logged_done or not failures or not all(f.signal for f in failures) or own_tracebacks(text):
+        return ""
+    return (f"train.logs says done, then the launcher reported {failures[0]}: a process died at exit, after "
+            f"training had finished, with no traceback of its own; not an error of the generated code")
+
+
 def tail(text: str, max_chars: int) -> str:
     """The end of `text`, cut at a line boundary, within `max_chars`."""
     if len(text) <= max_chars:

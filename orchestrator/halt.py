@@ -4,7 +4,8 @@ With ``ORCHESTRATOR_HALT_AT=KIND:KEY[:N]`` and ``ORCHESTRATOR_HALT_FILE`` in the
 (default: first) `halt_point(KIND, KEY)` this process reaches writes that file and blocks, so a test
 can poll for the file and send its signal. Points: ``llm_answer:TAG`` and ``commit:NODE`` (journaled),
 ``checkpoint:NEXT_NODE`` (a checkpoint on disk), ``job_start:FOLDER`` / ``job_end:FOLDER`` (a training
-job), ``execute:PROGRAM`` (a check's subprocess started). Unset, as always outside tests, it does nothing.
+job), ``execute:PROGRAM`` (a check's subprocess started), ``run_json:STATUS`` (run.json written),
+``graph_end:STATUS`` (the graph has ended, run.json not yet updated). Unset, as always outside tests, it does nothing.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ detector                      serious  fires when
 detect_stderr                 yes      stderr holds "CUDA out of memory" / "OutOfMemoryError"
                                        (cuda_oom), "NCCL error" / "NCCL WARN" /
                                        "ncclInternalError" (nccl_error), or a Python traceback
-                                       (crash)
+                                       or a launcher's failed ranks (crash); not serious: after
+                                       a done line, ranks killed by a signal with no traceback
+                                       (exit_after_done)
 detect_nan                    yes      loss, policy_loss or kl (nan_loss) or grad_norm
                                        (nan_grad_norm) of a train line is nan or +-inf
 detect_grad_norm_explosion    yes      grad_norm > ``grad_norm_abs_max`` (1e4), or
@@ -49,6 +51,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from orchestrator.execution import exit_after_done, launcher_failures, rank_errors
 from orchestrator.logformat import LogRecord
 
 EVIDENCE_LIMIT = 2000
@@ -297,7 +300,10 @@ def _matching(lines: list[str], pattern: re.Pattern[str]) -> list[str]:
     return [line for line in lines if pattern.search(line)]
 
 
-def detect_stderr(stderr_tail: str) -> Anomaly | None:
+def detect_stderr(stderr_tail: str, logged_done: bool = False) -> Anomaly | None:
+    """A crash, OOM or NCCL error in the job's stderr. Under a launcher the evidence is each rank's own error
+    and the launcher's list of failed ranks; a run whose log said done and then lost a process to a signal,
+    with no traceback of its own, is `exit_after_done`, not serious: a crash at exit, not of the code."""
     lines = stderr_tail.splitlines()
     for kind, pattern, hint in (
         ("cuda_oom", _OOM, "lower the micro-batch size or the token caps, enable gradient checkpointing and bf16, "
@@ -308,14 +314,19 @@ def detect_stderr(stderr_tail: str) -> Anomaly | None:
         hits = _matching(lines, pattern)
         if hits:
             return Anomaly(kind, True, None, f"{hits[-1].strip()[:300]}; {hint}", _trim("\n".join(hits[-10:])))
-    blocks = _tracebacks(lines)
-    if not blocks:
+    blocks, failures = _tracebacks(lines), launcher_failures(stderr_tail)
+    if not blocks and not failures:
         return None
+    after_done = exit_after_done(stderr_tail, logged_done)
+    if after_done:
+        return Anomaly("exit_after_done", False, None, after_done, _trim(rank_errors(stderr_tail)))
     causes = [b for b in blocks if not any(name in b[-1] for name in _LAUNCHER_ERRORS)]
-    block = (causes or blocks)[-1]
+    block = (causes or blocks)[-1] if blocks else [""]
+    cause = str(failures[0]) if failures and not causes else _RANK_PREFIX.sub("", block[-1]).strip()[:300]
+    when = " after train.logs said done" if logged_done else ""
     return Anomaly("crash", True, None,
-                   f"the training process crashed: {block[-1].strip()[:300]}; fix the code or config the traceback "
-                   "points at", _trim("\n".join(block)))
+                   f"the training process crashed{when}: {cause}; fix the code or config the traceback points at",
+                   _trim(rank_errors(stderr_tail) if failures else "\n".join(block)))
 
 
 def detect_all(records: Sequence[LogRecord], *, stderr_tail: str = "", now: datetime | None = None,
@@ -323,7 +334,7 @@ def detect_all(records: Sequence[LogRecord], *, stderr_tail: str = "", now: date
     """Every anomaly in the latest run, serious ones first (otherwise in detector order)."""
     run = current_run(records)
     found = [
-        detect_stderr(stderr_tail),
+        detect_stderr(stderr_tail, logged_done=any(r.kind == "done" for r in run)),
         detect_nan(run, config),
         detect_grad_norm_explosion(run, config),
         detect_kl_blowup(run, config),

@@ -6,7 +6,8 @@ format, or the TensorBoard event files beside it), the latest run's train lines.
 found under the monitor's canonical name first, then by a pattern over the logged key, since each
 researcher's template spells its metrics its own way (``clip_frac_high``, ``response_length_mean``,
 ``invalid_parse_rate``, ...). A non-finite value (nan, inf) gets a red dashed vertical line at its
-update. matplotlib is imported only when drawing, and a missing matplotlib or an empty log gives a
+update; marks given by the caller (the anomaly that stopped a formal run, the update it stopped at) are
+vertical lines too. matplotlib is imported only when drawing, and a missing matplotlib or an empty log gives a
 one-line reason instead of an error: curves never fail a run.
 
 Files: ``runs/RUN_ID/plots/formal-N/METRIC.png``.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +36,11 @@ PLOT_METRICS: dict[str, tuple[str, str]] = {
     "invalid_action_rate": ("invalid_action_rate", r"(^|/)invalid"),
     "completion_length": ("completion_mean_length", r"(completion|response)_?len"),
 }
+
+
+STOP_MARK = "stopped"  # the label of the mark at the update a stopped run ended on: black dash-dot
+_MARK_STYLES = {STOP_MARK: {"color": "black", "linestyle": "-."}}
+_ANOMALY_STYLE = {"color": "darkorange", "linestyle": ":"}  # any other mark: an anomaly where it was found
 
 
 @dataclass(frozen=True)
@@ -83,8 +90,11 @@ def latest_metrics(log_path: Path, log_format: LogFormat | None = None) -> dict[
     return {"update": float(max(points[-1][0] for points in series.values())), **latest}
 
 
-def write_curves(log_path: Path, out_dir: Path, title: str, log_format: LogFormat | None = None) -> Curves:
-    """One PNG per metric present in the log at `log_path` (or the event files beside it), into `out_dir`."""
+def write_curves(log_path: Path, out_dir: Path, title: str, log_format: LogFormat | None = None,
+                 marks: Sequence[tuple[int, str]] = ()) -> Curves:
+    """One PNG per metric present in the log at `log_path` (or the event files beside it), into `out_dir`; each
+    (update, label) of `marks` (an anomaly, the update a stopped run ended on) is a vertical line at that
+    update on every curve."""
     series = log_series(log_path, log_format)
     if not series:
         return Curves([], f"no curves: {log_path} holds no train line with a known metric"
@@ -105,6 +115,8 @@ def write_curves(log_path: Path, out_dir: Path, title: str, log_format: LogForma
         bad = [u for u, v in points if not math.isfinite(v)]
         for i, update in enumerate(bad):
             axes.axvline(update, color="red", linestyle="--", linewidth=1, label="nan / inf" if i == 0 else None)
+        for update, label in marks:
+            axes.axvline(update, linewidth=1.2, label=f"{label} ({update})", **_MARK_STYLES.get(label, _ANOMALY_STYLE))
         axes.set(title=f"{title}: {metric}", xlabel="update", ylabel=metric)
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         axes.grid(alpha=0.3)

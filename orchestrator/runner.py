@@ -5,7 +5,8 @@ a copied project resumes into itself), `checkpoints.sqlite` (LangGraph, thread i
 before the next node starts), `journal.jsonl` (every paid answer and every commit, fsynced: see
 orchestrator.journal), `jobs/` (training job records), `events.jsonl`, `claude.logs`, `probe.json`,
 `report.md`, `state.json` (orchestrator.runs: what `status` reads, rewritten after every checkpoint),
-`plots/` (orchestrator.plots).
+`plots/` (orchestrator.plots), `report.html` (orchestrator.page: the run in a browser, rewritten with
+state.json and every PAGE_LIVE_S while a node reports progress).
 
 Crash consistency: one run at a time holds the workspace (orchestrator.runlock). A resume after a
 crash reconciles the journal with the checkpoint: commits no checkpointed attempt names are rolled
@@ -13,6 +14,11 @@ back and the interrupted node runs again, getting the answers it already paid fo
 journal (never paying twice) and adopting its training job instead of starting a second one;
 processes an earlier process of the run left behind are stopped. SIGTERM and SIGHUP stop a run as
 Ctrl-C does: its training job is stopped and run.json says `interrupted`.
+
+The run's two edges resume too: killed after its graph ended but before run.json said so, a resume
+records the ending the last checkpoint holds; killed after run.json appeared but before the first
+checkpoint (nothing paid for or committed), it starts from the beginning. Git lock files a kill left in
+the workspace are removed once the run holds the workspace.
 """
 
 from __future__ import annotations
@@ -43,9 +49,10 @@ from orchestrator.halt import halt_point
 from orchestrator.journal import Journal, journaled, write_atomic
 from orchestrator.limits import RunStopped
 from orchestrator.llm import LLMError, make_llm
+from orchestrator.page import Pipeline, write_page
 from orchestrator.plots import curves_section
 from orchestrator.runlock import WorkspaceBusy, WorkspaceLock, marked_process, run_processes, stop_processes
-from orchestrator.runs import RunSettings, SetupError, llm_paths, spent, to_disk, write_state
+from orchestrator.runs import FORMAL_JOB, RunSettings, SetupError, llm_paths, spent, to_disk, write_state
 from orchestrator.state import SOURCE_FILES, Limits, RunContext, RunState, attempt_count
 from orchestrator.training_job import live_jobs
 from orchestrator.workspace import Workspace, WorkspaceError
@@ -55,6 +62,9 @@ from orchestrator.template import TemplateError, read_template
 EXIT_CODES = {"done": 0, "blocked": 1, "failed": 1, "budget": 3, "interrupted": 130}
 CRASHED = ("running", "interrupted")  # statuses a resume may find half-done work after
 SOURCE_CHECK_TIMEOUT_S = 120.0
+PAGE_LIVE_S = 10.0  # between two rewrites of report.html inside one node (a formal run training, say)
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     run_id: str
@@ -240,17 +250,22 @@ def start_run(project_root: Path, *, llm: str, source_of_truth: Path | None = No
     _llm_or_setup_error(llm)  # a missing API key fails here, before anything is written
     settings = RunSettings(run_id=run_id or new_run_id(), llm=llm, project_root=str(project_root),
                            source_of_truth=str(source), limits=asdict(limits), runtime_check=asdict(runtime_check),
-                           formal=asdict(formal), fresh=fresh)
+                           formal=asdict(formal), fresh=fresh, until=until)
     with _holding(project_root, settings.run_id, f"run --run-id {settings.run_id}"):
         if (settings.run_dir / "run.json").exists():
             raise SetupError(f"run {settings.run_id} already exists: resume it with "
                              f"`python -m orchestrator resume {settings.run_id}` or choose another --run-id")
         ctx = make_context(settings, on_event)
+        _remove_stale_git_locks(ctx)
         settings.status = "running"
         settings.save()
         ctx.log.record(Event(settings.run_id, "run", "start", "python -m orchestrator run",
                              f"llm={llm}; source of truth {source}; limits {asdict(limits)}"))
-        return _drive(settings, ctx, {"run_id": settings.run_id, "until": until}, thread(settings.run_id))
+        return _drive(settings, ctx, _first_input(settings), thread(settings.run_id))
+
+
+def _first_input(settings: RunSettings) -> RunState:
+    return {"run_id": settings.run_id, "until": settings.until}
 
 
 def resume_run(project_root: Path, run_id: str, *, from_node: str | None = None,
@@ -265,9 +280,14 @@ def resume_run(project_root: Path, run_id: str, *, from_node: str | None = None,
     settings.llm = llm or settings.llm
     with _holding(project_root, run_id, f"resume {run_id}"):
         previous = settings.status
-        with open_graph(settings.run_dir, must_exist=True) as graph:
+        unpaid = not Journal(settings.run_dir / "journal.jsonl").records()  # nothing paid for, nothing committed
+        with open_graph(settings.run_dir, must_exist=not unpaid) as graph:
             try:
+                if unpaid and from_node is None and not graph.get_state(thread(run_id)).values:
+                    return _start_over(settings, on_event)
                 config, values, next_nodes = _resume_point(graph, run_id, from_node)
+                if not next_nodes:
+                    return _record_ending(settings, values, previous, Pipeline.of(graph.get_graph()), on_event)
                 config, values = _moved_paths(graph, config, values, project_root)
             except sqlite3.DatabaseError as exc:
                 raise _damaged(settings.run_dir, exc) from exc
@@ -280,6 +300,7 @@ def resume_run(project_root: Path, run_id: str, *, from_node: str | None = None,
             raise SetupError(f"cannot resume {run_id}: the workspace {project_root / 'workspace'} is not as the run "
                              f"left it ({exc}); restore it from a copy, or start a new run with "
                              f"`python -m orchestrator run`") from exc
+        _remove_stale_git_locks(ctx)
         if ctx.workspace.has_branch(f"run/{run_id}"):
             ctx.workspace.checkout_run_branch(run_id, force=previous in CRASHED)
         if from_node is None:
@@ -292,15 +313,45 @@ def resume_run(project_root: Path, run_id: str, *, from_node: str | None = None,
         return _drive(settings, ctx, None, config)
 
 
+def _start_over(settings: RunSettings, on_event: Callable[[str], None]) -> RunOutcome:
+    """A run killed between writing run.json and its first checkpoint: nothing was done, paid for or committed
+    (its journal is empty), so it starts from the beginning, as `run` would have."""
+    ctx = make_context(settings, on_event)
+    _remove_stale_git_locks(ctx)
+    settings.status = "running"
+    settings.save()
+    line = "no checkpoint, and nothing paid for or committed: nothing was lost; the run starts from the beginning"
+    ctx.log.record(Event(settings.run_id, "run", "resume", f"python -m orchestrator resume {settings.run_id}", line))
+    on_event(f"resume: {line}")
+    return _drive(settings, ctx, _first_input(settings), thread(settings.run_id))
+
+
+def _record_ending(settings: RunSettings, values: RunState, previous: str, pipeline: Pipeline,
+                   on_event: Callable[[str], None]) -> RunOutcome:
+    """The graph had ended (its last checkpoint is after `finish`) when the process was killed, before run.json
+    said so: nothing is left to run, so the ending the checkpoint holds is recorded."""
+    if previous not in CRASHED:
+        raise SetupError(f"run {settings.run_id} has nothing left to do (status {values.get('status')}); "
+                         f"use --from NODE to re-run from a node")
+    status, reason = values.get("status") or "done", values.get("exit_reason", "")
+    settings.status, settings.exit_reason = status, reason
+    settings.save()
+    write_state(settings.run_dir, status, reason, values, ())
+    log = ActionLog(Path(settings.project_root) / "claude.logs", settings.run_dir)
+    line = f"the run had ended ({status}) but was killed before run.json said so; recorded, nothing re-run"
+    log.record(Event(settings.run_id, "run", "resume", f"python -m orchestrator resume {settings.run_id}", line))
+    on_event(f"resume: {line}")
+    _write_page(settings, log, pipeline)
+    return RunOutcome(settings.run_id, status, reason, dict(values))
+
+
 def _resume_point(graph: Any, run_id: str, from_node: str | None) -> tuple[dict[str, Any], RunState, tuple[str, ...]]:
+    """Where to re-enter: the config, values and next nodes (none when the graph had ended)."""
     latest = graph.get_state(thread(run_id))
     if not latest.values and not latest.next:
         raise SetupError(f"run {run_id} has no checkpoint (checkpoints.sqlite is empty or was replaced); "
                          f"it cannot be resumed: start a new run with `python -m orchestrator run`")
     if from_node is None:
-        if not latest.next:
-            raise SetupError(f"run {run_id} has nothing left to do (status {latest.values.get('status')}); "
-                             f"use --from NODE to re-run from a node")
         return latest.config, latest.values, tuple(latest.next)
     for snapshot in graph.get_state_history(thread(run_id)):
         if from_node in snapshot.next:
@@ -339,9 +390,6 @@ def _carry_spend(graph: Any, config: dict[str, Any], before: RunState, latest: R
     if not delta and not attempts:
         return config
     return graph.update_state(config, {"ledger": delta, "attempts": attempts})
-
-
-FORMAL_JOB = "formal-{}"  # nodes/train.py's folder (and so job record) name for formal attempt N
 
 
 def _reconcile(ctx: RunContext, values: RunState, next_nodes: tuple[str, ...], previous: str) -> None:
@@ -442,17 +490,54 @@ def _stop_signals_interrupt() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def _remove_stale_git_locks(ctx: RunContext) -> None:
+    """Git's lock files left in the workspace by a process killed during a git write: this run holds the
+    workspace (runs/workspace.lock), so no git of ours is running and they are stale."""
+    removed = ctx.workspace.remove_stale_locks()
+    if removed:
+        line = (f"removed the stale {', '.join(removed)} left by a git process killed mid-write (this run holds "
+                f"the workspace, so no git of a run is at work)")
+        ctx.log.record(Event(ctx.run_id, "run", "git_lock", "git refuses to work while its lock file exists", line))
+        ctx.on_event(f"run: {line}")
+
+
+def _write_page(settings: RunSettings, log: ActionLog, pipeline: Pipeline) -> None:
+    """report.html; a page that cannot be written is logged, never a reason to stop the run."""
+    try:
+        write_page(Path(settings.project_root), settings.run_id, pipeline)
+    except Exception as exc:  # the page is a view of the run, never a reason to fail it
+        log.record(Event(settings.run_id, "run", "page", "report.html shows the run in a browser",
+                         f"not written: {type(exc).__name__}: {exc}"))
+
+
+def _with_live_page(ctx: RunContext, settings: RunSettings, pipeline: Pipeline) -> None:
+    """Progress lines inside a node (a formal run's updates) also rewrite the page, at most every PAGE_LIVE_S."""
+    shown, last = ctx.on_event, [time.monotonic()]
+
+    def on_event(line: str) -> None:
+        shown(line)
+        if time.monotonic() - last[0] >= PAGE_LIVE_S:
+            last[0] = time.monotonic()
+            _write_page(settings, ctx.log, pipeline)
+    ctx.on_event = on_event
+
+
 def _drive(settings: RunSettings, ctx: RunContext, graph_input: RunState | None, config: dict[str, Any]) -> RunOutcome:
     status, reason = "failed", ""
     finished = False
     with marked_process(settings.run_dir), open_graph(settings.run_dir) as graph, _stop_signals_interrupt():
+        pipeline = Pipeline.of(graph.get_graph())
+        pipeline.save(settings.run_dir)
+        _with_live_page(ctx, settings, pipeline)
         try:
             for _ in graph.stream(graph_input, config, context=ctx, durability="sync", stream_mode="values"):
                 snapshot = graph.get_state(thread(settings.run_id))  # the checkpoint just written
                 write_state(settings.run_dir, settings.status, "", snapshot.values, snapshot.next)
+                _write_page(settings, ctx.log, pipeline)
             values = graph.get_state(thread(settings.run_id)).values
             status, reason = values.get("status", "done"), values.get("exit_reason", "")
             finished = True
+            halt_point("graph_end", status)  # the graph has ended; run.json does not say so yet
         except RunStopped as exc:
             status, reason = exc.status, str(exc)
         except LLMError as exc:
@@ -476,6 +561,7 @@ def _drive(settings: RunSettings, ctx: RunContext, graph_input: RunState | None,
         values = snapshot.values
     if not finished:
         _write_report(ctx, values, status, reason)
+    _write_page(settings, ctx.log, pipeline)
     return RunOutcome(settings.run_id, status, reason, dict(values))
 
 

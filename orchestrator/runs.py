@@ -17,12 +17,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from orchestrator.halt import halt_point
 from orchestrator.journal import Journal, write_atomic
 from orchestrator.logformat import LogFormat
 from orchestrator.plots import latest_metrics
 from orchestrator.runlock import WorkspaceLock
 
 STATE_FILE = "state.json"
+FORMAL_JOB = "formal-{}"  # formal attempt N's folder name everywhere: its logs, outputs, job record, plots
 _REL = "./"  # a path stored relative to the project root
 
 
@@ -60,6 +62,7 @@ class RunSettings:
     runtime_check: dict[str, Any] = field(default_factory=dict)  # RuntimeCheckSpec fields; model "" = tiny local
     formal: dict[str, Any] = field(default_factory=dict)  # FormalSpec fields
     fresh: bool = False  # start from the workspace's initial commit instead of earlier runs' outputs
+    until: str = ""  # stop once this node has passed ("" = the whole pipeline)
     status: str = "created"
     exit_reason: str = ""
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S"))
@@ -79,6 +82,7 @@ class RunSettings:
             if isinstance(data[group].get("model"), str):
                 data[group]["model"] = to_disk(data[group]["model"], root)
         write_atomic(self.run_dir / "run.json", json.dumps(data, indent=2))
+        halt_point("run_json", self.status)
 
     @classmethod
     def load(cls, project_root: Path, run_id: str) -> "RunSettings":
@@ -166,6 +170,7 @@ def state_record(run_dir: Path, status: str, exit_reason: str, values: Mapping[s
     return {"status": status, "exit_reason": exit_reason, "next": list(next_nodes),
             "attempts": list(values.get("attempts") or []), "skipped": list(values.get("skipped") or []),
             "ledger": dict(values.get("ledger") or {}), "last_error": evidence.get("summary", ""),
+            "last_evidence": {k: evidence.get(k, "") for k in ("check", "kind", "summary", "text")} if evidence else {},
             "formal_log_dir": formal_log_dir, "log_format": values.get("log_format") or {},
             "latest_metrics": latest_formal_metrics(run_dir, formal_log_dir, values.get("log_format")),
             "updated": time.strftime("%Y-%m-%dT%H:%M:%S")}

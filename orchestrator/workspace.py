@@ -43,6 +43,7 @@ ANY_GIT_ERROR: tuple[type[BaseException], ...] = (GitError, ODBError, OSError, V
 _USER_NAME = "grpo-orchestrator"
 _USER_EMAIL = "orchestrator@localhost"
 _TRAILER_KEYS = ("Node", "Attempt", "Outcome", "Tokens")
+_GIT_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "config.lock", "packed-refs.lock")
 _TRAILER_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9-]*):\s?(.*)$")
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".onnx", ".gguf", ".msgpack", ".npz",
@@ -321,6 +322,20 @@ class Workspace:
             excludes = [arg for k in keep for arg in ("-e", f"/{k.strip('/')}/")]
             self.repo.git.clean("-f", "-d", *excludes)
         return dropped + changed
+
+    def remove_stale_locks(self) -> list[str]:
+        """Remove the lock files a git process killed mid-write leaves in ``.git`` (``index.lock``,
+        ``HEAD.lock``, a branch's ``.lock``, ...), which make every later git write fail. Only for a caller
+        that knows no git process is at work here. Returns what was removed, as ``.git/...`` paths."""
+        git_dir = self.root / ".git"
+        candidates = [git_dir / name for name in _GIT_LOCKS]
+        candidates += sorted((git_dir / "refs").rglob("*.lock")) if (git_dir / "refs").is_dir() else []
+        removed = []
+        for path in candidates:
+            if path.is_file():
+                path.unlink()
+                removed.append(path.relative_to(self.root).as_posix())
+        return removed
 
     def head_sha(self) -> str:
         with _git_errors("cannot resolve HEAD"):

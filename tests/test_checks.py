@@ -6,7 +6,7 @@ import pytest
 
 from orchestrator.execution import last_traceback
 from orchestrator.checks import (RuntimeCheckSpec, classify_failure, code_excerpts, fingerprint, implicated_files,
-                                 judge_training_log, run_guards, run_import_check)
+                                 judge_training_log, run_guards, run_import_check, run_runtime_check)
 
 TRACEBACK = '''Traceback (most recent call last):
   File "/tmp/run1/generated/train.py", line 612, in <module>
@@ -121,3 +121,43 @@ def test_import_check_reports_the_module_and_its_traceback(generated_dir: Path):
     result = run_import_check(generated_dir)
     assert not result.passed and result.files == ["prompt_template.py"]
     assert "RuntimeError: boom at import" in result.evidence and "`import prompt_template` failed" in result.summary
+
+
+# a launch script that trains (two updates, maybe a done line), then fails as a launcher does: the launchers' real
+# stderr, captured (tests/fixtures), and exit code 1
+FAILING_LAUNCH = """#!/usr/bin/env bash
+while [ $# -gt 0 ]; do [ "$1" = "--log_dir" ] && LOG="$2"; shift; done
+mkdir -p "$LOG"
+printf 'start updates=2\\ntrain update=1 loss=0.5 grad_norm=0.3\\ntrain update=2 loss=0.4 grad_norm=0.2\\n' > "$LOG/train.logs"
+{done}
+cat {stderr} >&2
+exit 1
+"""
+
+
+@pytest.mark.parametrize("fixture, done, passed, shown", [
+    ("launcher_segv_stderr.txt", True, True, "died at exit"),
+    ("launcher_segv_stderr.txt", False, False, "rank 1 (local_rank: 1): exit code -11 (Signal 11 (SIGSEGV)"),
+    ("launcher_rank_error_stderr.txt", True, False, "RuntimeError: rank one broke on exit"),
+])
+def test_a_failure_after_done_is_told_apart_from_a_code_error(generated_dir: Path, tmp_path: Path, fixture: str,
+                                                               done: bool, passed: bool, shown: str):
+    from conftest import ROOT
+
+    from orchestrator.config_file import field_kinds, load_config_class
+    from orchestrator.demo import example, recorded_roles
+    from orchestrator.roles import validate_roles
+
+    stderr = Path(__file__).parent / "fixtures" / fixture
+    (generated_dir / "launch_training.sh").write_text(FAILING_LAUNCH.format(
+        done="echo 'done updates=2' >> \"$LOG/train.logs\"" if done else "", stderr=stderr))
+    kinds = field_kinds(load_config_class(ROOT / "source_of_truth" / "grpo_config.py"))
+    roles = validate_roles(recorded_roles(example("cleanup")), kinds, cli_possible=True)
+    result = run_runtime_check(generated_dir, RuntimeCheckSpec(model="tiny", real_model=False), roles,
+                               tmp_path / "check")
+    assert result.passed is passed, result
+    if passed:  # trained to the end: no fix is paid for a process that died at exit
+        assert shown in result.summary and "2 updates" in result.summary
+    else:  # each rank's own error, or the launcher's word on it, is the evidence; never only ChildFailedError
+        assert shown in result.summary and shown in result.evidence
+        assert ("after train.logs said done" in result.summary) is done

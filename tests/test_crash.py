@@ -402,3 +402,58 @@ def test_api_retries_reach_the_run_log_and_events(project: Path, httpserver, mon
     [retry] = [e for e in events if e["action"] == "llm_retry"]
     assert retry["node"] == first["tag"] and "HTTP 529 overloaded_error" in retry["result"]
     assert "action=llm_retry" in (project / "claude.logs").read_text()
+
+
+# ---------------------------------------------------------------- the run's two edges, and git's own lock
+
+def test_killed_just_after_finish_the_resume_records_the_ending(project: Path, tmp_path: Path):
+    """The graph has ended (`finish: done` printed, the last checkpoint written) but run.json still says
+    running: `list` says crashed, and a resume records the ending instead of saying there is nothing to do."""
+    replies = loop_replies()[:2]  # map_roles, generate_helpers
+    llm = write_transcript(tmp_path / "t.json", replies)
+    proc, marker = orchestrator(project, "run", "--llm", llm, "--run-id", "r1", "--until", "generate_helpers",
+                                halt="graph_end:done")
+    out = halt_and_signal(proc, marker)
+    assert "finish: done" in out
+    assert json.loads((project / "runs/r1/run.json").read_text())["status"] == "running"
+    listed = subprocess.run([sys.executable, "-m", "orchestrator", "list", "--project-root", str(project)],
+                            capture_output=True, text=True).stdout
+    assert "crashed" in listed
+    code, out = finish(orchestrator(project, "resume", "r1")[0])
+    assert code == 0 and "the run had ended (done)" in out, out[-3000:]
+    assert json.loads((project / "runs/r1/run.json").read_text())["status"] == "done"
+    assert 'id="status">done<' in (project / "runs/r1/report.html").read_text()
+    check_end_state(project, "r1", replies, ["setup", *[r["tag"] for r in replies]])
+    code, out = finish(orchestrator(project, "resume", "r1")[0])  # a second resume: truly nothing left
+    assert code == 2 and "nothing left to do (status done)" in out
+
+
+def test_killed_before_the_first_checkpoint_the_resume_starts_over(project: Path, tmp_path: Path):
+    """run.json written, no checkpoint yet, nothing paid or committed: the resume says nothing was lost and runs
+    the whole run, keeping its --until."""
+    replies = loop_replies()[:2]
+    llm = write_transcript(tmp_path / "t.json", replies)
+    halt_and_signal(*orchestrator(project, "run", "--llm", llm, "--run-id", "r1", "--until", "generate_helpers",
+                                  halt="run_json:running"))
+    checkpoints = project / "runs/r1/checkpoints.sqlite"
+    if checkpoints.exists():  # the saver may have made its tables already; no checkpoint is in them
+        with sqlite3.connect(checkpoints) as db:
+            tables = {row[0] for row in db.execute("select name from sqlite_master")}
+            assert "checkpoints" not in tables or db.execute("select count(*) from checkpoints").fetchone()[0] == 0
+    assert not (project / "runs/r1/journal.jsonl").exists()
+    code, out = finish(orchestrator(project, "resume", "r1")[0])
+    assert code == 0 and "nothing was lost; the run starts from the beginning" in out, out[-3000:]
+    check_end_state(project, "r1", replies, ["setup", *[r["tag"] for r in replies]])
+    assert final_state(project, "r1")["until"] == "generate_helpers"
+
+
+def test_a_stale_git_index_lock_is_removed_by_the_resume_and_said(project: Path, tmp_path: Path):
+    llm = write_transcript(tmp_path / "t.json", loop_replies()[:2])
+    halt_and_signal(*orchestrator(project, "run", "--llm", llm, "--run-id", "r1", "--until", "generate_helpers",
+                                  halt="checkpoint:generate_helpers"))
+    (project / "workspace/.git/index.lock").write_text("")  # a kill during `git add` leaves it
+    code, out = finish(orchestrator(project, "resume", "r1")[0])
+    assert code == 0, out[-3000:]
+    assert "removed the stale .git/index.lock" in " ".join(out.split())
+    assert "stale .git/index.lock" in (project / "runs/r1/claude.logs").read_text()
+    assert not (project / "workspace/.git/index.lock").exists()

@@ -4,13 +4,15 @@ the offline demo runs the whole pipeline and leaves every attempt in git."""
 import json
 import math
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import git
 import pytest
-from conftest import reference_replies, write_transcript
+from browser import render
+from conftest import SOURCE_OF_TRUTH, reference_replies, write_transcript
 
 from orchestrator.checks import RuntimeCheckSpec
 from orchestrator.demo import example, formal_proposal, recorded_roles
@@ -48,6 +50,9 @@ def test_nan_in_the_formal_run_stops_it_then_fix_and_restart(project: Path, tmp_
     formal = [a for a in outcome.state["attempts"] if a["node"] == "formal_train"]
     assert formal[0]["outcome"] in ("stopped (nan_loss)", "failed (crash)"), formal[0]
     assert formal[1]["outcome"] == "finished"
+    # the anomaly is in the attempt record and on its page, beside the curves that show it
+    assert formal[0]["anomaly"]["kind"] in ("nan_loss", "crash")
+    assert f'class="anomaly">{formal[0]["anomaly"]["kind"]}' in (project / "runs/r1/report.html").read_text()
     fixes = [a for a in outcome.state["attempts"] if a["node"] == "fix"]
     assert [f["check"] for f in fixes] == ["formal_train"]
     subjects = git.Repo(project / "workspace").git.log("run/r1", "--format=%s").splitlines()[::-1]
@@ -60,11 +65,19 @@ def test_nan_in_the_formal_run_stops_it_then_fix_and_restart(project: Path, tmp_
     assert (project / "runs/r1/plots/formal-1/loss.png").exists()
 
 
-@pytest.mark.parametrize("name", [pytest.param(game, marks=pytest.mark.tiny_agent(game))
-                                  for game in ("cleanup", "staghunt")])
-def test_the_offline_demo_runs_the_whole_pipeline(project: Path, name: str):
-    result = subprocess.run([sys.executable, "-m", "orchestrator", "demo", "--example", name,
+@pytest.fixture(scope="module", params=[pytest.param(game, marks=pytest.mark.tiny_agent(game))
+                                         for game in ("cleanup", "staghunt")])
+def demo(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """One demo run per example, shared by the tests that read it: (project root, the command's result, example)."""
+    project = tmp_path_factory.mktemp(f"demo-{request.param}") / "project"
+    shutil.copytree(SOURCE_OF_TRUTH, project / "source_of_truth", ignore=shutil.ignore_patterns("__pycache__"))
+    result = subprocess.run([sys.executable, "-m", "orchestrator", "demo", "--example", request.param,
                              "--project-root", str(project)], capture_output=True, text=True, timeout=900)
+    return project, result, request.param
+
+
+def test_the_offline_demo_runs_the_whole_pipeline(demo):
+    project, result, name = demo
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "demo summary" in result.stdout and "tokens (recorded)" in result.stdout
     subjects = git.Repo(project / "workspace").git.log("--format=%s").splitlines()[::-1]
@@ -100,3 +113,22 @@ def test_the_offline_demo_runs_the_whole_pipeline(project: Path, name: str):
     status = subprocess.run([sys.executable, "-m", "orchestrator", "status", "--project-root", str(project)],
                             capture_output=True, text=True, timeout=120)
     assert metrics_line(metrics) in status.stdout, status.stdout + status.stderr
+
+
+def test_the_demo_s_page_in_a_browser_shows_every_attempt_diff_and_curve(demo, tmp_path: Path):
+    project, result, name = demo
+    assert result.returncode == 0, result.stdout[-3000:]
+    run_dir = next((project / "runs").glob("demo-*"))
+    state = json.loads((run_dir / "state.json").read_text())
+    shown = render(run_dir / "report.html", tmp_path / "demo.png")
+    assert 'id="status">done<' in shown.dom and 'http-equiv="refresh"' not in shown.dom
+    assert shown.count(r'<article class="attempt ') == len(state["attempts"]) == 10
+    # both fixes' edits as diffs: the faulty line out, the right one in
+    fixes = shown.dom.split('data-node="fix"')[1:3]
+    assert all('<span class="del">-' in f and '<span class="add">+' in f for f in fixes)
+    assert all("Evidence shown to the model" in f for f in fixes)
+    # every curve of the formal run, decoded by the browser
+    sizes = shown.image_sizes("curve")
+    assert len(sizes) == len(list((run_dir / "plots/formal-1").glob("*.png"))) >= 3
+    assert all(w > 100 and h > 100 for w, h in sizes), sizes
+    assert "#node-review > path" in shown.dom and "#edge-formal_train-review > path" in shown.dom

@@ -471,3 +471,28 @@ def test_a_researchers_own_log_formats_are_read_with_one_metric_vocabulary():
     assert records[1].values == {"update": 1.0, "loss": 0.5, "grad_norm": 1.2, "reward_mean": 0.1, "lr": 1e-6}
     assert records[2].values == {"update": 2.0, "loss": 0.52, "grad_norm": 1.3} and records[2].time is not None
     assert math.isnan(records[3].values["grad_norm"])
+
+
+# the launchers' real reports (accelerate launch over torch elastic, 2 CPU processes), captured: rank 1 killed by
+# SIGSEGV after training; rank 1 raising its own RuntimeError
+LAUNCHER_SEGV = (Path(__file__).parent / "fixtures" / "launcher_segv_stderr.txt").read_text()
+LAUNCHER_RANK_ERROR = (Path(__file__).parent / "fixtures" / "launcher_rank_error_stderr.txt").read_text()
+
+
+def test_a_launcher_failure_s_evidence_names_each_failed_rank_and_its_signal() -> None:
+    anomaly = detect_stderr(LAUNCHER_SEGV)
+    assert anomaly is not None and anomaly.kind == "crash" and anomaly.serious
+    assert "rank 1 (local_rank: 1): exit code -11 (Signal 11 (SIGSEGV)" in anomaly.message
+    assert anomaly.evidence.index("SIGSEGV") < anomaly.evidence.index("SIGTERM")  # the root cause first
+
+
+def test_a_rank_s_own_error_is_the_evidence_not_the_launcher_s() -> None:
+    anomaly = detect_stderr(LAUNCHER_RANK_ERROR, logged_done=True)
+    assert anomaly is not None and anomaly.kind == "crash" and anomaly.serious  # an error of the code, after done
+    assert "after train.logs said done: RuntimeError: rank one broke on exit" in anomaly.message
+    assert 'File "/w/generated/train.py", line 12, in inner' in anomaly.evidence and "[rank1]" not in anomaly.evidence
+
+
+def test_a_signal_after_done_is_not_serious() -> None:
+    anomaly = detect_stderr(LAUNCHER_SEGV, logged_done=True)
+    assert anomaly is not None and anomaly.kind == "exit_after_done" and not anomaly.serious

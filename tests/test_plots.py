@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.logformat import parse_log
-from orchestrator.plots import curves_section, latest_metrics, metric_series, write_curves
+from orchestrator.plots import STOP_MARK, curves_section, latest_metrics, metric_series, write_curves
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -61,6 +61,28 @@ def test_the_nan_line_is_drawn_in_red(tmp_path: Path):
     assert [(color, style, x) for color, style, x, _ in loss if color == "red"] == [("red", "--", [2, 2])]
     curve = loss[0][3]  # the line breaks at the nan instead of joining its neighbours
     assert curve[0] == 0.5 and math.isnan(curve[1]) and curve[2] == 0.4
+
+
+def test_an_anomaly_and_the_stop_are_marked_on_every_curve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    drawn = []
+    real = Figure.savefig
+
+    def spy(self, *args, **kwargs):
+        drawn.append({line.get_label(): (line.get_color(), line.get_linestyle(), list(line.get_xdata()))
+                      for line in self.axes[0].get_lines()})
+        return real(self, *args, **kwargs)
+
+    log = tmp_path / "train.logs"
+    log.write_text(LOG)
+    monkeypatch.setattr(Figure, "savefig", spy)
+    write_curves(log, tmp_path / "out", "formal-1", marks=[(2, "grad_norm_explosion"), (3, STOP_MARK)])
+    assert len(drawn) == 5
+    for lines in drawn:
+        assert lines["grad_norm_explosion (2)"] == ("darkorange", ":", [2, 2])
+        assert lines["stopped (3)"] == ("black", "-.", [3, 3])
 
 
 def test_other_spellings_are_found_by_pattern(tmp_path: Path):

@@ -155,6 +155,28 @@ def test_crash_fails_with_its_cause(tmp_path: Path) -> None:
     assert result.failure_class is None
 
 
+def test_a_rank_killed_by_a_signal_after_done_is_told_apart_from_a_crash(tmp_path: Path) -> None:
+    """train.logs said done, then the launcher reported rank 1 dead of SIGSEGV (its real report, captured):
+    the job failed, but not in the code; formal_train takes it as finished instead of paying for a fix."""
+    from orchestrator.nodes.train import exited_after_done
+
+    stderr = Path(__file__).parent / "fixtures" / "launcher_segv_stderr.txt"
+    script = write_child(tmp_path, f"""
+        line("start", model="tiny", updates=2, episodes=8)
+        train(1)
+        train(2)
+        line("done", updates=2, episodes=8)
+        sys.stderr.write(open({str(stderr)!r}).read())
+        sys.exit(1)
+    """)
+    result = local_job(tmp_path, script).run()
+
+    assert result.status == "failed" and not [a for a in result.anomalies if a.serious], result.anomalies
+    [after] = [a for a in result.anomalies if a.kind == "exit_after_done"]
+    assert "rank 1 (local_rank: 1): exit code -11 (Signal 11 (SIGSEGV)" in after.message + after.evidence
+    assert exited_after_done(result)
+
+
 def test_hung_child_is_killed_within_seconds(tmp_path: Path) -> None:
     log = tmp_path / "train.logs"
     script = write_child(tmp_path, """

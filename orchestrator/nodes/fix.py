@@ -98,8 +98,8 @@ def fix(state: RunState, runtime: Runtime[RunContext]) -> dict:
     tokens = int(row["tokens"])
     attempt = attempt_count(state, "fix") + 1
     record = {"node": "fix", "attempt": attempt, "check": evidence["check"], "kind": evidence.get("kind", ""),
-              "fingerprint": evidence["fingerprint"],
-              "summary": evidence["summary"], "tokens": tokens, "cost_usd": answer.cost_usd, "escalated": escalated}
+              "fingerprint": evidence["fingerprint"], "summary": evidence["summary"],
+              "evidence_text": evidence["text"], "tokens": tokens, "cost_usd": answer.cost_usd, "escalated": escalated}
     if answer.parsed is None:
         outcome, changed_files = f"unusable edit: {answer.error.splitlines()[0][:200]}", []
         record |= {"refusal": abridge(answer.error, REFUSAL_CHARS)}

@@ -25,17 +25,19 @@ from orchestrator.formal import (DEFAULT_MODEL, config_values, is_stand_in, memo
 from orchestrator.limits import ensure_budget
 from orchestrator.manifest import record_job_config, saved_job_config, write_manifest
 from orchestrator.logformat import LogFormat, event_files, read_log
-from orchestrator.monitor import MonitorConfig, Progress, summarize_trends
-from orchestrator.plots import PLOTS_DIR, write_curves
+from orchestrator.monitor import MonitorConfig, Progress, progress, summarize_trends
+from orchestrator.plots import PLOTS_DIR, STOP_MARK, write_curves
 from orchestrator.nodes.checks import fixes_for
 from orchestrator.probe import ProbeResult
 from orchestrator.tiny_agent import TINY_AGENT, playing_model
 from orchestrator.prompts import file_blocks, render
 from orchestrator.roles import CLI, ConfigRoles, deliver
+from orchestrator.runs import FORMAL_JOB
 from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
 from orchestrator.training_job import JobResult, make_job
 
 TRAINING_DIR = "training"
+STOPPED = ("stopped", "hung", "timeout")  # job statuses where we ended the run, not the run itself
 
 
 def formal_model(ctx: RunContext, machine: ProbeResult) -> str:
@@ -80,6 +82,24 @@ def evidence_of(result: JobResult, log_tail: str) -> dict:
                                          f"train.logs tail:\n{log_tail}") if part)
     return {"check": "formal_train", "kind": kind, "summary": summary, "text": text, "files": ["train.py"],
             "fingerprint": fingerprint(f"formal_train\n{kind}\n{anomaly.evidence if anomaly else result.stderr_tail}")}
+
+
+def exited_after_done(result: JobResult) -> bool:
+    """The job failed only because a process died at exit after train.logs said done (monitor's
+    exit_after_done), with no serious anomaly."""
+    return (result.status == "failed" and not any(a.serious for a in result.anomalies)
+            and any(a.kind == "exit_after_done" for a in result.anomalies))
+
+
+def stop_marks(result: JobResult) -> dict:
+    """Where the formal run went wrong, for its curves and its attempt record: the first anomaly (kind, update,
+    message), the last update a run we stopped logged, and both as (update, label) marks."""
+    anomaly = result.anomalies[0] if result.anomalies else None
+    stopped_at = progress(result.records).update if result.status in STOPPED else None
+    marks = [(anomaly.update, anomaly.kind)] if anomaly is not None and anomaly.update is not None else []
+    marks += [(stopped_at, STOP_MARK)] if stopped_at is not None else []
+    return {"marks": marks, "stopped_at": stopped_at,
+            "anomaly": {"kind": anomaly.kind, "update": anomaly.update, "message": anomaly.message} if anomaly else None}
 
 
 def small_issue_fix(state: RunState, ctx: RunContext, model: str, config: dict, roles: ConfigRoles, log_dir: Path,
@@ -141,7 +161,7 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     config = answer.parsed
     defaults = config_values(config_cls)
     overrides = {k: v for k, v in config.items() if v != defaults.get(k)}
-    job_name = f"formal-{attempt}"  # the attempt's folder name everywhere: logs, outputs, job record, plots
+    job_name = FORMAL_JOB.format(attempt)
     rel_dir = f"{TRAINING_DIR}/{job_name}"
     log_dir = ctx.workspace.path(rel_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -175,7 +195,8 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
         (log_dir / name).write_text(text)
     collect_logs(watch_dir, log_dir)
     plots_dir = ctx.run_dir / PLOTS_DIR / job_name
-    curves = write_curves(log_dir / LOG_NAME, plots_dir, job_name, log_format)
+    where = stop_marks(result)
+    curves = write_curves(log_dir / LOG_NAME, plots_dir, job_name, log_format, marks=where["marks"])
     drawn = curves.reason or f"{len(curves.files)} curves in {plots_dir}"
     ctx.log.record(Event(ctx.run_id, "formal_train", "curves", "learning you can see: a PNG per metric", drawn))
     ctx.on_event(f"formal_train: {drawn}")
@@ -187,6 +208,8 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
                                  "the manifest must say what the job really ran with",
                                  f"the job's saved config differs from the plan: {differs}"))
             ctx.on_event(f"formal_train: WARNING the job ran with {differs} (planned, ran)")
+    if exited_after_done(result):  # trained to the end; a process died at exit: nothing for fix to repair
+        result = replace(result, status="finished")
     outcome = result.status + (f" ({result.anomalies[0].kind})" if result.anomalies else "")
     changed = [rel_dir] + ([f"{GENERATED_DIR}/grpo_config.py"] if roles.delivery != CLI else [])
     sha = ctx.workspace.commit(changed, node="formal_train", attempt=attempt, outcome=outcome, tokens=int(row["tokens"]),
@@ -196,7 +219,8 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx.on_event(f"formal_train: {outcome} after {result.seconds:.0f} s")
     update = {**spend, "formal_log_dir": str(log_dir),
               "attempts": [{"node": "formal_train", "attempt": attempt, "outcome": outcome, "sha": sha,
-                            "tokens": int(row["tokens"]), "cost_usd": answer.cost_usd}]}
+                            "tokens": int(row["tokens"]), "cost_usd": answer.cost_usd,
+                            "anomaly": where["anomaly"], "stopped_at": where["stopped_at"]}]}
     if result.status == "finished":
         return {**update, **small_issue_fix(state, ctx, model, config, roles, log_dir, log_format)}
     log_text = (log_dir / LOG_NAME).read_text() if (log_dir / LOG_NAME).exists() else ""
