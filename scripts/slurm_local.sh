@@ -18,25 +18,29 @@ MARK="# written by scripts/slurm_local.sh"
 LOCK=/run/slurm-local.lock
 
 signal_pids() {  # signal, pids...: send it, then wait (up to 10 s) until they are gone
-    local sig=$1 pid alive
+    local sig=$1 pid left
     shift
     [ $# -gt 0 ] || return 0
     kill "-$sig" "$@" 2>/dev/null || true
     for _ in $(seq 1 100); do
-        alive=""
-        for pid in "$@"; do  # a zombie is gone for our purpose: its parent reaps it
-            [ -e "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] && alive=$pid
+        left=""
+        for pid in "$@"; do
+            alive "$pid" && left=$pid
         done
-        [ -z "$alive" ] && return 0
+        [ -z "$left" ] && return 0
         sleep 0.1
     done
     return 1
 }
 
+alive() {  # a zombie is gone for our purpose: its parent reaps it
+    [ -e "/proc/$1" ] && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
+}
+
 pid_in() {  # pid file -> its pid when that process runs
     local pid
     pid=$(cat "$1" 2>/dev/null) || return 1
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+    [ -n "$pid" ] && alive "$pid" && echo "$pid"
 }
 
 namespaces() { ip netns list 2>/dev/null | awk -v p="$PREFIX" 'index($1, p) == 1 {print $1}'; }
@@ -50,6 +54,7 @@ cleanup() {
         ip netns del "$ns"
         rm -rf "/etc/netns/$ns"
     done
+    rmdir /etc/netns 2>/dev/null || true  # when the nodes' hosts files were all it held
     for daemon in slurmctld munge/munged; do
         pids=$(pid_in "$STATE/$daemon.pid") || continue
         signal_pids TERM "$pids" || signal_pids KILL "$pids"
@@ -69,7 +74,7 @@ healthy() {  # a cluster of $1 nodes, all daemons alive and every node answering
     for k in $(seq 1 "$n"); do
         pid_in "$STATE/node$k/slurmd.pid" >/dev/null || return 1
     done
-    [ "$(sinfo -h -N -o %T 2>/dev/null | grep -c -E '^(idle|mixed|allocated|completing)')" = "$n" ]
+    [ "$(sinfo -h -N -o %T 2>/dev/null | grep -c -E '^(idle|mixed|allocated|completing|planned)$')" = "$n" ]
 }
 
 start_munge() {
@@ -152,6 +157,10 @@ start() {
     if healthy "$n"; then
         echo "slurm up: $(sinfo -h -o '%P %D %T %C')"
         return 0
+    fi
+    if [ -e "$CONF" ] && [ "$(head -n 1 "$CONF")" != "$MARK" ]; then
+        echo "$CONF was not written by $0: a real cluster's configuration is not replaced" >&2
+        return 1
     fi
     cleanup
     mkdir -p "$STATE/ctld"
