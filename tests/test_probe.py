@@ -122,3 +122,17 @@ def test_this_machine() -> None:
     if not has_gpu:
         assert result.summary().splitlines()[1] == "GPUs: none (CPU only)"
     assert result.hostname and result.platform and result.cpu_count >= 1
+
+
+def test_a_run_probes_once(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """A node that runs again (a resume) takes the run's probe; only a run without one probes."""
+    from types import SimpleNamespace
+
+    from orchestrator.nodes import generate
+
+    monkeypatch.setattr(generate, "probe", lambda: probe(CLUSTER))
+    ctx = SimpleNamespace(run_dir=tmp_path / "run")
+    first = generate.run_probe({}, ctx)
+    assert (tmp_path / "run" / "probe.json").exists()
+    monkeypatch.setattr(generate, "probe", lambda: pytest.fail("probed twice in one run"))
+    assert generate.run_probe({"probe": first.to_dict()}, ctx) == first
