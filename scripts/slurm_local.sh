@@ -43,10 +43,15 @@ pid_in() {  # pid file -> its pid when that process runs
     [ -n "$pid" ] && alive "$pid" && echo "$pid"
 }
 
+ours() {  # the slurm.conf is this script's (or its single-node predecessor's, which began with ClusterName=local)
+    local first
+    first=$(head -n 1 "$CONF" 2>/dev/null) && { [ "$first" = "$MARK" ] || [ "$first" = "ClusterName=local" ]; }
+}
+
 namespaces() { ip netns list 2>/dev/null | awk -v p="$PREFIX" 'index($1, p) == 1 {print $1}'; }
 
 cleanup() {
-    local ns pids daemon
+    local ns pids daemon link
     for ns in $(namespaces); do  # slurmd, slurmstepd and every job process live in their node's namespace
         pids=$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')
         # shellcheck disable=SC2086
@@ -63,7 +68,7 @@ cleanup() {
     for link in $(ip -o link show 2>/dev/null | awk -F': ' '{sub(/@.*/, "", $2); print $2}' | grep '^slurmv' || true); do
         ip link del "$link"
     done
-    [ "$(head -n 1 "$CONF" 2>/dev/null)" = "$MARK" ] && rm -f "$CONF"
+    if ours; then rm -f "$CONF"; fi
     rm -rf "$STATE"
 }
 
@@ -158,8 +163,8 @@ start() {
         echo "slurm up: $(sinfo -h -o '%P %D %T %C')"
         return 0
     fi
-    if [ -e "$CONF" ] && [ "$(head -n 1 "$CONF")" != "$MARK" ]; then
-        echo "$CONF was not written by $0: a real cluster's configuration is not replaced" >&2
+    if [ -e "$CONF" ] && ! ours; then
+        echo "$CONF was not written by $0: a real cluster's configuration is not replaced (remove it if it is not)" >&2
         return 1
     fi
     cleanup
