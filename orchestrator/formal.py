@@ -16,7 +16,7 @@ from orchestrator.config_file import field_defaults
 from orchestrator.json_answer import json_object
 from orchestrator.probe import ProbeResult
 from orchestrator.roles import ConfigRoles
-from orchestrator.sizing import check_proposal, estimate_memory, shape_of
+from orchestrator.sizing import MemoryEstimate, ModelShape, check_proposal, estimate_memory, shape_of, training_ram
 
 DEFAULT_MODEL = "Qwen/Qwen3-4B-Instruct-2507"
 
@@ -39,8 +39,9 @@ def parse_proposal(text: str) -> dict[str, Any]:
 
 
 def vet(proposal: dict[str, Any], config_cls: type, roles: ConfigRoles, model: str,
-        machine: ProbeResult) -> dict[str, Any]:
-    """The proposal merged with the defaults, or ValueError with the problems and the arithmetic."""
+        machine: ProbeResult, use_slurm: bool = False) -> dict[str, Any]:
+    """The proposal merged with the defaults, or ValueError with the problems and the arithmetic (against the
+    SLURM nodes' memory when the run goes through SLURM)."""
     base = config_values(config_cls)
     problems = check_proposal(proposal, base, set(base), config_cls=config_cls)
     if problems:
@@ -48,17 +49,23 @@ def vet(proposal: dict[str, Any], config_cls: type, roles: ConfigRoles, model: s
     merged = {**base, **proposal, **roles.to_fields({"model": model})}
     shape = shape_of(model)
     if shape is not None:
-        estimate = estimate_memory(shape, roles.read(merged), machine.gpus)
+        estimate = _estimate(shape, roles.read(merged), machine, use_slurm)
         if not estimate.fits:
             raise ValueError(f"refused: these values do not fit in memory\n{estimate.explanation}")
     return merged
 
 
-def memory_text(config: dict[str, Any], roles: ConfigRoles, model: str, machine: ProbeResult) -> str:
+def memory_text(config: dict[str, Any], roles: ConfigRoles, model: str, machine: ProbeResult,
+                use_slurm: bool = False) -> str:
     shape = shape_of(model)
     if shape is None:
         return f"(no shape known for {model}: no estimate)"
-    return estimate_memory(shape, roles.read(config), machine.gpus).explanation
+    return _estimate(shape, roles.read(config), machine, use_slurm).explanation
+
+
+def _estimate(shape: ModelShape, values: dict[str, Any], machine: ProbeResult, use_slurm: bool) -> MemoryEstimate:
+    ram_gib, source = training_ram(machine, use_slurm)
+    return estimate_memory(shape, values, machine.gpus, system_ram_gib=ram_gib, ram_source=source)
 
 
 TRUNCATION_LIMIT = 0.5  # fraction of completions cut at their token cap

@@ -3,18 +3,23 @@
 Everything is best effort: a missing ``nvidia-smi``, ``sinfo`` or ``torch`` just
 means "not there", and a machine without GPUs is a valid answer, never an error.
 Commands go through an injectable runner so tests can fake their output.
+
+SLURM is asked once, with a short timeout: a client whose controller does not answer makes
+``sinfo`` wait about 10 s, and the answer (the nodes and their sizes) is the run's, kept in
+``probe.json`` and the run state, not asked again.
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import os
 import platform
 import re
 import socket
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from orchestrator.execution import run_command
@@ -27,6 +32,9 @@ _GPU_QUERY = [
     "--format=csv,noheader,nounits",
 ]
 _SINFO_LINES = 10
+SINFO_TIMEOUT_S = 5.0  # a controller that does not answer in this long counts as no SLURM
+# one line per node and partition: name|partition (default marked *)|CPUs|memory MB|gres|state
+SINFO_NODES = ["sinfo", "-h", "-N", "-o", "%N|%P|%c|%m|%G|%T"]
 
 
 @dataclass
@@ -37,6 +45,67 @@ class GPU:
     memory_free_mib: int | None = None
 
 
+@dataclass(frozen=True)
+class SlurmNode:
+    name: str
+    partitions: tuple[str, ...]  # the default partition first when the node is in it
+    cpus: int
+    memory_mb: int
+    gpus: int
+    state: str
+
+    def describe(self) -> str:
+        return f"{self.name} cpus={self.cpus} mem={self.memory_mb}MB gpus={self.gpus} ({self.state})"
+
+
+def _gres_gpus(gres: str) -> int:
+    """GPUs in a gres string: "gpu:4", "gpu:a100:4(S:0-1)", "gpu:2,shard:8"; 0 for "(null)"."""
+    total = 0
+    for item in gres.split(","):
+        parts = item.split("(")[0].split(":")
+        if parts[0] == "gpu" and len(parts) > 1 and parts[-1].isdigit():
+            total += int(parts[-1])
+    return total
+
+
+@dataclass(frozen=True)
+class SlurmCluster:
+    nodes: list[SlurmNode]
+    default_partition: str | None  # None when no partition is marked default
+
+    def describe(self) -> str:
+        return "; ".join(node.describe() for node in self.nodes) or "no nodes"
+
+
+def parse_slurm_nodes(text: str) -> SlurmCluster:
+    """``SINFO_NODES``'s answer."""
+    rows: dict[str, dict[str, Any]] = {}
+    default = None
+    for line in text.splitlines():
+        cells = line.strip().split("|")
+        if len(cells) != 6:
+            continue
+        name, partition, cpus, memory, gres, state = cells
+        if partition.endswith("*"):
+            partition = default = partition[:-1]
+        row = rows.setdefault(name, {"partitions": [], "cpus": _int_or_none(cpus) or 0,
+                                     "memory_mb": _int_or_none(memory) or 0, "gpus": _gres_gpus(gres),
+                                     "state": state.rstrip("*~#!%$@^-")})
+        row["partitions"].append(partition)
+    nodes = [SlurmNode(name, tuple(sorted(dict.fromkeys(row.pop("partitions")), key=lambda p: p != default)), **row)
+             for name, row in rows.items()]
+    return SlurmCluster(nodes, default)
+
+
+def slurm_cluster(run: Runner) -> SlurmCluster | str:
+    """The cluster's nodes and default partition, from one ``sinfo``; or why there are none (a message)."""
+    code, out, err = run(SINFO_NODES)
+    if code != 0:
+        reason = "timed out" if code == 124 else (err.strip().splitlines() or [f"exit code {code}"])[-1]
+        return f"sinfo failed: {reason}"
+    return parse_slurm_nodes(out)
+
+
 @dataclass
 class ProbeResult:
     gpus: list[GPU]
@@ -45,12 +114,13 @@ class ProbeResult:
     torch_version: str | None
     torch_cuda_available: bool
     slurm: bool
-    slurm_partitions: list[str]
+    slurm_partitions: list[str]  # the default partition first
     slurm_info: str | None  # the first lines of `sinfo`
     cpu_count: int
     memory_total_gib: float
     hostname: str
     platform: str
+    slurm_nodes: list[SlurmNode] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,7 +130,15 @@ class ProbeResult:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         values["gpus"] = [GPU(**gpu) for gpu in data.get("gpus", [])]
+        values["slurm_nodes"] = [SlurmNode(**{**node, "partitions": tuple(node["partitions"])})
+                                 for node in data.get("slurm_nodes", [])]
         return cls(**values)
+
+    def cluster(self) -> SlurmCluster | None:
+        """The SLURM nodes the probe saw; None when it saw none."""
+        if not self.slurm_nodes:
+            return None
+        return SlurmCluster(self.slurm_nodes, self.slurm_partitions[0] if self.slurm_partitions else None)
 
     def summary(self) -> str:
         """A few human-readable lines."""
@@ -79,8 +157,11 @@ class ProbeResult:
             torch = "torch not installed"
         if self.slurm:
             slurm = f"SLURM: partitions {', '.join(self.slurm_partitions) or '(none)'}"
+            sizes = Counter((n.cpus, n.memory_mb, n.gpus) for n in self.slurm_nodes)
+            slurm += "".join(f"; {count} node(s) of {cpus} CPUs, {mb} MB, {gpus} GPU(s)"
+                             for (cpus, mb, gpus), count in sizes.items())
         else:
-            slurm = "SLURM: not available"
+            slurm = f"SLURM: not available{f' ({self.slurm_info})' if self.slurm_info else ''}"
         return "\n".join(
             [
                 f"Host: {self.hostname} ({self.platform}), {self.cpu_count} CPUs, {self.memory_total_gib:.1f} GiB RAM",
@@ -142,15 +223,16 @@ def _torch_gpus() -> list[GPU]:
     return gpus
 
 
-def _slurm(run: Runner) -> tuple[bool, list[str], str | None]:
-    if run(["sinfo", "--version"])[0] != 0:
-        return False, [], None
-    code, out, _ = run(["sinfo", "-h", "-o", "%P"])
-    # The default partition is marked with a trailing "*".
-    names = [line.strip().rstrip("*") for line in out.splitlines() if line.strip()] if code == 0 else []
-    code, out, _ = run(["sinfo"])
-    info = "\n".join(out.strip().splitlines()[:_SINFO_LINES]) if code == 0 and out.strip() else None
-    return True, list(dict.fromkeys(names)), info
+def _slurm(run: Runner) -> tuple[bool, list[str], str | None, list[SlurmNode]]:
+    """SLURM usable (a controller answered), its partitions (default first), what sinfo said, its nodes."""
+    found = slurm_cluster(run)
+    if isinstance(found, str):
+        missing = "command not found" in found
+        return False, [], None if missing else found, []
+    partitions = sorted(dict.fromkeys(p for node in found.nodes for p in node.partitions),
+                        key=lambda p: p != found.default_partition)
+    info = "\n".join(f"{node.describe()} partitions={','.join(node.partitions)}" for node in found.nodes[:_SINFO_LINES])
+    return True, partitions, info or None, found.nodes
 
 
 def _memory_total_gib() -> float:
@@ -169,12 +251,11 @@ def _memory_total_gib() -> float:
 
 def probe(run: Runner | None = None) -> ProbeResult:
     """Describe this machine; ``run`` replaces the command runner (for tests)."""
-    run = run or run_command
-    gpus, driver, cuda = _nvidia_smi(run)
+    gpus, driver, cuda = _nvidia_smi(run or run_command)
     torch_version, torch_cuda, torch_available = _torch()
     if not gpus and torch_available:
         gpus = _torch_gpus()
-    slurm, partitions, info = _slurm(run)
+    slurm, partitions, info, nodes = _slurm(run or functools.partial(run_command, timeout_s=SINFO_TIMEOUT_S))
     return ProbeResult(
         gpus=gpus,
         cuda_version=cuda or torch_cuda,
@@ -188,4 +269,5 @@ def probe(run: Runner | None = None) -> ProbeResult:
         memory_total_gib=_memory_total_gib(),
         hostname=socket.gethostname(),
         platform=platform.platform(),
+        slurm_nodes=nodes,
     )

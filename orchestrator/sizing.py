@@ -37,17 +37,25 @@ and the transient reference forward). Without a GPU it is compared with 90% of s
 
 Calibration: Qwen3-4B with a reference, AdamW, gradient checkpointing, micro-batch 8 x 728 tokens
 measured a 49 GB peak on one H100; this arithmetic gives 46.05 GiB (49.5 GB) for that case.
+
+A run that goes through SLURM trains on the cluster's nodes, not here: without a GPU its process is
+compared with the smallest node's memory (``training_ram``), and a job whose request (``#SBATCH`` lines
+and sbatch's options: nodes, tasks and CPUs, memory, GPUs, partition) no set of the cluster's nodes
+can meet is refused before it is submitted, with every node's size (``unmet``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+import re
+import shlex
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.config_file import value_kind
 
-from orchestrator.probe import GPU, _memory_total_gib
+from orchestrator.probe import GPU, ProbeResult, SlurmCluster, _memory_total_gib
 
 GIB = 2**30
 PROMPT_BUDGET_TOKENS = 1024
@@ -134,13 +142,23 @@ def shape_from_config(config: Any) -> ModelShape | None:
 # ---------------------------------------------------------------- memory
 
 
+def training_ram(machine: ProbeResult, use_slurm: bool) -> tuple[float, str]:
+    """The memory (GiB) a CPU training process gets, and where it is: the smallest SLURM node when the run
+    goes through SLURM and the probe saw the nodes, else this machine."""
+    sized = [node for node in machine.slurm_nodes if node.memory_mb > 0]
+    if use_slurm and sized:
+        smallest = min(sized, key=lambda node: node.memory_mb)
+        return smallest.memory_mb / 1024, f"the smallest SLURM node, {smallest.name}"
+    return machine.memory_total_gib, "system RAM"
+
+
 def estimate_memory(shape: ModelShape, values: dict, gpus: list[GPU], *, seq_len: int | None = None,
-                    system_ram_gib: float | None = None) -> MemoryEstimate:
+                    system_ram_gib: float | None = None, ram_source: str = "system RAM") -> MemoryEstimate:
     """Peak memory of one training process (see the module docstring for every term).
 
     ``values`` holds the config's values by role; ``seq_len`` overrides the prompt budget + generation
     caps. Without GPUs the run is on CPU in fp32 and is compared with ``system_ram_gib`` (this
-    machine's RAM when not given).
+    machine's RAM when not given; ``ram_source`` says whose it is).
     """
     assumed = {role: value for role, value in ASSUMED.items() if values.get(role) is None}
     v = {**ASSUMED, **{role: value for role, value in values.items() if value is not None}}
@@ -168,7 +186,7 @@ def estimate_memory(shape: ModelShape, values: dict, gpus: list[GPU], *, seq_len
         device = f"smallest GPU: {smallest.name}, {device_gib:.1f} GiB"
     else:
         device_gib = system_ram_gib if system_ram_gib is not None else _memory_total_gib()
-        device = f"no GPU: system RAM {device_gib:.1f} GiB"
+        device = f"no GPU: {ram_source} {device_gib:.1f} GiB"
     available = USABLE_FRACTION * device_gib
     fits = total <= available
 
@@ -252,3 +270,113 @@ def _type_problem(value: Any, base: Any) -> str | None:
         return None
     return None if isinstance(value, expected) else expected.__name__
 
+
+
+# ---------------------------------------------------------------- SLURM node sets
+
+_SHORT_OPTIONS = {"-N": "nodes", "-n": "ntasks", "-c": "cpus-per-task", "-p": "partition", "-G": "gpus"}
+_MEMORY_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}
+
+
+@dataclass(frozen=True)
+class NodeRequest:
+    """What a SLURM job asks of each of its nodes."""
+
+    nodes: int = 1
+    cpus_per_node: int = 1
+    memory_mb: int | None = None  # None: sbatch's default, or --mem=0 (all of a node)
+    gpus_per_node: int = 0
+    partitions: tuple[str, ...] = ()  # () = the default partition
+
+    def describe(self) -> str:
+        memory = f"{self.memory_mb} MB" if self.memory_mb is not None else "any memory"
+        where = f" in partition {','.join(self.partitions)}" if self.partitions else ""
+        return (f"{self.nodes} node(s){where} with {self.cpus_per_node} CPUs, {memory} and "
+                f"{self.gpus_per_node} GPU(s) each")
+
+
+def sbatch_options(script_text: str) -> list[str]:
+    """The script's ``#SBATCH`` options, read as sbatch reads them: up to the first command."""
+    options: list[str] = []
+    for line in script_text.splitlines()[1:]:
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            break
+        if stripped.startswith("#SBATCH"):
+            try:
+                options += shlex.split(stripped[len("#SBATCH"):], comments=True)
+            except ValueError:
+                continue
+    return options
+
+
+def _option_values(options: Sequence[str]) -> dict[str, str]:
+    """Long option name -> value, the last one winning; short options under their long names."""
+    found: dict[str, str] = {}
+    items = list(options)
+    i = 0
+    while i < len(items):
+        item = items[i]
+        i += 1
+        if item.startswith("--"):
+            name, equals, value = item[2:].partition("=")
+            if not equals and i < len(items) and not items[i].startswith("-"):
+                value, i = items[i], i + 1
+            found[name] = value
+        elif item[:2] in _SHORT_OPTIONS:
+            value = item[2:].lstrip("=")
+            if not value and i < len(items):
+                value, i = items[i], i + 1
+            found[_SHORT_OPTIONS[item[:2]]] = value
+    return found
+
+
+def _count(text: str | None, default: int) -> int:
+    """"4", "2-3" (the minimum) or "a100:2" (a typed GPU count) as a number; `default` when absent."""
+    match = re.search(r"(\d+)(?:-\d+)?$", text or "")
+    return int(match.group(1)) if match else default
+
+
+def _megabytes(text: str) -> int | None:
+    match = re.fullmatch(r"(\d+)([KMGT]?)B?", text.strip().upper())
+    if not match:
+        return None
+    return math.ceil(int(match.group(1)) * _MEMORY_UNITS[match.group(2) or "M"])
+
+
+def node_request(script_text: str, options: Sequence[str] = ()) -> NodeRequest:
+    """The request of ``sbatch OPTIONS SCRIPT``: the script's ``#SBATCH`` lines, then ``options``, which win."""
+    found = _option_values([*sbatch_options(script_text), *options])
+    nodes = max(_count(found.get("nodes"), 1), 1)
+    ntasks = found.get("ntasks")
+    tasks = _count(found.get("ntasks-per-node"), math.ceil(_count(ntasks, 1) / nodes) if ntasks else 1)
+    cpus = tasks * _count(found.get("cpus-per-task"), 1)
+    memory = None
+    if "mem" in found:
+        memory = _megabytes(found["mem"]) or None  # --mem=0: all of a node's memory
+    elif "mem-per-cpu" in found and (per_cpu := _megabytes(found["mem-per-cpu"])):
+        memory = per_cpu * cpus
+    gpus = _count(found.get("gpus-per-node"), 0)
+    for gres in found.get("gres", "").split(","):
+        if gres.split(":")[0] == "gpu":
+            gpus = _count(gres, 1)
+    if "gpus" in found:
+        gpus = math.ceil(_count(found["gpus"], 0) / nodes)
+    partitions = tuple(p for p in found.get("partition", "").split(",") if p)
+    return NodeRequest(nodes, cpus, memory, gpus, partitions)
+
+
+def unmet(request: NodeRequest, cluster: SlurmCluster) -> str | None:
+    """Why no set of the cluster's nodes can run ``request``, with every node's size; None when one can."""
+    wanted = request.partitions or ((cluster.default_partition,) if cluster.default_partition else ())
+    candidates = [n for n in cluster.nodes if not wanted or set(wanted) & set(n.partitions)]
+    fitting = [n for n in candidates
+               if n.cpus >= request.cpus_per_node and n.gpus >= request.gpus_per_node
+               and (request.memory_mb is None or n.memory_mb >= request.memory_mb)]
+    if len(fitting) >= request.nodes:
+        return None
+    where = f"partition {','.join(wanted)}" if wanted else "the cluster"
+    sizes = "; ".join(node.describe() for node in candidates) or "none"
+    return (f"the job asks for {request.describe()}, and {len(fitting)} of the {len(candidates)} node(s) of "
+            f"{where} can take that: {sizes}. Lower #SBATCH --nodes, --ntasks-per-node, --cpus-per-task, --mem or "
+            f"--gres to what the nodes offer")

@@ -56,7 +56,8 @@ from orchestrator.halt import halt_point
 from orchestrator.journal import write_atomic
 from orchestrator.logformat import LogFormat, LogRecord, LogTail
 from orchestrator.monitor import Anomaly, MonitorConfig, Progress, detect_all, detect_stderr, progress
-from orchestrator.probe import Runner
+from orchestrator.probe import Runner, SlurmCluster, slurm_cluster
+from orchestrator.sizing import node_request, unmet
 
 STDERR_TAIL_BYTES = 8 * 1024  # what the detectors see at each poll
 FINAL_TAIL_BYTES = 64 * 1024  # what classifies a job that ended: the traceback may sit above later noise
@@ -445,6 +446,8 @@ _ACTIVE = _QUEUED | {"RUNNING", "COMPLETING", "STAGE_OUT", "RESIZING", "SIGNALIN
 _FAILURE_CLASSES = {"OUT_OF_MEMORY": "oom", "TIMEOUT": "time_limit", "PREEMPTED": "preempted",
                     "NODE_FAIL": "node_fail"}
 _HINTS = {
+    "killed": "a training process was killed by a signal and its peers failed after it; SIGKILL is often the "
+              "kernel's OOM killer: check that node's memory (raise #SBATCH --mem, lower the micro-batch)",
     "oom": "host memory ran out: raise #SBATCH --mem, or lower the micro-batch or group size",
     "nccl": "an NCCL error: a peer may have died first (see its traceback); try NCCL_DEBUG=INFO",
     "time_limit": "the time limit ran out: raise #SBATCH --time or train for fewer updates",
@@ -469,27 +472,70 @@ def _exit_code(text: str) -> int | None:
         return None
 
 
+@dataclass(frozen=True)
+class RankFailure:
+    """The first process of a distributed job that failed, as torch's launcher reports it."""
+
+    host: str
+    rank: str
+    exitcode: int
+    cause: str  # its traceback's last line, or "Signal 9 (SIGKILL) received by PID ..."
+    text: str  # the launcher's whole report of it
+
+    def summary(self) -> str:
+        return f"rank {self.rank} on {self.host} failed first, exit code {self.exitcode}: {self.cause}"
+
+
+# torch.distributed.run's report when a worker fails: every launcher (one per node) prints its own
+_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):\n(?P<block>(?:(?!=====).*\n)+)")
+_REPORT_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|traceback)\s*:\s*(.*?)\s*$", re.M)
+
+
+def first_failure(output: str) -> RankFailure | None:
+    """The rank that failed first among the launchers' reports in a job's output (earliest time; at the same
+    second a rank killed by a signal, whose peers then lose their connection to it); None without a report."""
+    failures = []
+    for match in _ROOT_CAUSE.finditer(output):
+        fields = dict(_REPORT_FIELD.findall(match.group("block")))
+        code = re.match(r"-?\d+", fields.get("exitcode", ""))
+        if code is None:
+            continue
+        exitcode, cause = int(code.group()), fields.get("traceback", "")
+        if cause.startswith("To enable traceback"):  # the worker did not record its error: it is in the output
+            cause = "its traceback is in the job's output"
+        failures.append(((fields.get("time", ""), exitcode >= 0),
+                         RankFailure(fields.get("host", "?"), fields.get("rank", "?").split(" ")[0], exitcode,
+                                     cause, match.group(0).strip())))
+    return min(failures, key=lambda found: found[0])[1] if failures else None
+
+
 class SlurmJob(_WatchedJob):
     """``sbatch script args`` (after a ``--test-only`` dry run), watched through squeue, sacct and train.logs.
 
     Every SLURM command goes through ``run`` (default: run in ``cwd``, the submit folder); a test
-    fakes sbatch, scontrol, squeue, sacct and scancel with it.
+    fakes sbatch, scontrol, squeue, sacct and scancel with it. A request no set of the cluster's nodes
+    can meet is refused before sbatch, with the nodes' sizes; ``cluster`` (the probe's answer) spares
+    asking sinfo for them.
     """
 
     def __init__(self, script: Path, args: list[str], cwd: Path, log_path: Path, *, run: Runner | None = None,
                  monitor: MonitorConfig = MonitorConfig(), poll_s: float = 30.0, timeout_s: float | None = None,
                  clock: Clock = datetime.now, sleep: Sleep = time.sleep,
                  on_progress: ProgressCallback | None = None, exit_grace_s: float = 60.0,
-                 sbatch_options: Sequence[str] = ()) -> None:
+                 sbatch_options: Sequence[str] = (), cluster: SlurmCluster | None = None) -> None:
         super().__init__(log_path, monitor=monitor, poll_s=poll_s, timeout_s=timeout_s, clock=clock, sleep=sleep,
                          on_progress=on_progress, exit_grace_s=exit_grace_s)
         self.script, self.args, self.cwd = Path(script), list(args), Path(cwd)
         self.sbatch_options = list(sbatch_options)  # before the script: they win over its #SBATCH lines
+        self._cluster: SlurmCluster | str | None = cluster
         self._run = run or runner_in(self.cwd)
         self._active = False
         self._accounting: tuple[str, str, str] | None = None  # sacct's State, ExitCode, Reason of the job
 
     def _start(self) -> _Ending | None:
+        problem = self._unmet_request()
+        if problem is not None:
+            return self._refused(f"not submitted: {problem}", None)
         for flag in ("--test-only", "--parsable"):
             code, out, err = self._run(["sbatch", flag, *self.sbatch_options, str(self.script), *self.args])
             if code != 0:
@@ -503,10 +549,27 @@ class SlurmJob(_WatchedJob):
         self.slurm_job_id, self._active = job_id, True
         return None
 
+    def _nodes(self) -> SlurmCluster | str:
+        """The cluster's nodes (asked once), or why sinfo could not say."""
+        if self._cluster is None:
+            self._cluster = slurm_cluster(self._run)
+        return self._cluster
+
+    def _unmet_request(self) -> str | None:
+        """Why no set of the cluster's nodes can run this job; None when some can, or when that is unknown."""
+        cluster = self._nodes()
+        try:
+            script = self.script.read_text()
+        except OSError:  # sbatch says what is wrong with the script
+            return None
+        if isinstance(cluster, str) or not cluster.nodes:
+            return None
+        return unmet(node_request(script, self.sbatch_options), cluster)
+
     def _node_sizes(self) -> str:
-        """What the cluster's nodes offer, for a request no node can meet."""
-        code, out, _ = self._run(["sinfo", "-h", "-N", "-o", "%N cpus=%c mem=%mMB gres=%G"])
-        nodes = "; ".join(sorted(set(out.split("\n")) - {""})) if code == 0 else "sinfo failed"
+        """What the cluster's nodes offer, for a request sbatch found no node for."""
+        cluster = self._nodes()
+        nodes = cluster if isinstance(cluster, str) else cluster.describe()
         return (f"the cluster's nodes: {nodes}. Lower the script's #SBATCH --cpus-per-task, --mem or --gres "
                 "to what a node has")
 
@@ -581,15 +644,17 @@ class SlurmJob(_WatchedJob):
         returncode = _exit_code(exit_code)
         if state == "COMPLETED":
             return _Ending("finished", returncode)
-        failure_class = _FAILURE_CLASSES.get(state) or self._failure_from_output(watch)
-        message = (f"SLURM job {self.slurm_job_id} ended {state} (exit code {exit_code}, reason {reason}); "
-                   + _HINTS[failure_class])
-        evidence = "|".join(self._accounting)
+        output = read_tail(watch.stderr_path, FINAL_TAIL_BYTES)
+        rank = first_failure(output)
+        failure_class = (_FAILURE_CLASSES.get(state) or ("killed" if rank is not None and rank.exitcode < 0 else None)
+                         or self._failure_from_output(output))
+        message = (f"SLURM job {self.slurm_job_id} ended {state} (exit code {exit_code}, reason {reason})"
+                   + (f"; {rank.summary()}" if rank is not None else "") + "; " + _HINTS[failure_class])
+        evidence = "|".join(self._accounting) + (f"\n{rank.text}" if rank is not None else "")
         return _Ending("failed", returncode, failure_class,
                        (Anomaly(f"slurm_{state.lower()}", True, None, message, evidence),))
 
-    def _failure_from_output(self, watch: _Watch) -> str:
-        text = read_tail(watch.stderr_path, FINAL_TAIL_BYTES)
+    def _failure_from_output(self, text: str) -> str:
         if "NCCL" in text:
             return "nccl"
         found = detect_stderr(text)
@@ -613,7 +678,7 @@ def make_job(launch_script: Path, args: list[str], *, use_slurm: bool, log_path:
              poll_s: float | None = None, timeout_s: float | None = None,
              on_progress: ProgressCallback | None = None, run: Runner | None = None,
              record: Path | None = None, sbatch_options: Sequence[str] = (),
-             log_format: LogFormat | None = None) -> TrainingJob | SlurmJob:
+             cluster: SlurmCluster | None = None, log_format: LogFormat | None = None) -> TrainingJob | SlurmJob:
     """The job for ``launch_script args``: ``sbatch`` it, or ``bash`` it here; either way with ``env`` and
     PYTHON = this interpreter in its environment.
 
@@ -621,7 +686,8 @@ def make_job(launch_script: Path, args: list[str], *, use_slurm: bool, log_path:
     in ``log_format``.
     ``run`` is SlurmJob's command runner. ``record`` (default: ``default_record``) makes the job its
     run's: adopted, not duplicated, after a crash. Without a record, job.stdout / job.stderr go beside
-    train.logs. ``sbatch_options`` go to sbatch before the script and win over its ``#SBATCH`` lines.
+    train.logs. ``sbatch_options`` go to sbatch before the script and win over its ``#SBATCH`` lines;
+    ``cluster`` is the probe's view of the SLURM nodes (asked of sinfo when not given).
     """
     workdir = Path(launch_script).resolve().parent
     record = record or default_record(log_path)
@@ -631,7 +697,7 @@ def make_job(launch_script: Path, args: list[str], *, use_slurm: bool, log_path:
         job = SlurmJob(workdir / Path(launch_script).name, args, workdir, log_path,
                        run=run or runner_in(workdir, env=env), monitor=monitor,
                        poll_s=poll_s or 30.0, timeout_s=timeout_s, on_progress=on_progress,
-                       sbatch_options=sbatch_options)
+                       sbatch_options=sbatch_options, cluster=cluster)
         job.record = record
     else:
         job = TrainingJob(["bash", str(Path(launch_script).resolve()), *args], workdir, log_path, env=env,

@@ -1,5 +1,6 @@
 """The formal run's config: proposals parsed and vetted by the memory arithmetic; small-issue rules."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from orchestrator.demo import example, recorded_roles
 from orchestrator.formal import (DEFAULT_MODEL, config_values, is_stand_in, mostly_unparseable, parse_proposal,
                                  token_cap_raise, vet)
 from orchestrator.graph import after_formal_train
-from orchestrator.probe import GPU, ProbeResult
+from orchestrator.probe import GPU, ProbeResult, SlurmNode
 from orchestrator.roles import ConfigRoles, to_args, validate_roles
 
 H100 = ProbeResult(gpus=[GPU(0, "NVIDIA H100 80GB HBM3", 81559)], cuda_version="12.4", driver_version="550",
@@ -53,6 +54,15 @@ def test_a_config_that_cannot_fit_is_refused_with_the_arithmetic(config_cls, rol
     with pytest.raises(ValueError, match="do not fit in memory") as err:
         vet(huge, config_cls, roles, DEFAULT_MODEL, H100)
     assert "GiB" in str(err.value)
+
+
+def test_a_cpu_run_through_slurm_is_sized_to_the_nodes_not_this_machine(config_cls, roles, tiny_model_dir):
+    """The tiny model fits this machine's RAM; a cluster whose nodes have 64 MB each cannot hold it."""
+    cluster = dataclasses.replace(H100, gpus=[], slurm=True, slurm_partitions=["p"],
+                                  slurm_nodes=[SlurmNode("n1", ("p",), 2, 64, 0, "idle")])
+    vet({}, config_cls, roles, str(tiny_model_dir), cluster)
+    with pytest.raises(ValueError, match="no GPU: the smallest SLURM node, n1 0.1 GiB"):
+        vet({}, config_cls, roles, str(tiny_model_dir), cluster, use_slurm=True)
 
 
 def test_config_values_come_from_the_dataclass(config_cls):

@@ -1,4 +1,5 @@
-"""The reference launch_training.sh on fake machines: no GPU, one node of GPUs, two SLURM nodes, ZeRO-3.
+"""The reference launch_training.sh on fake machines: no GPU, one node of GPUs, two SLURM nodes (of GPUs or CPUs),
+ZeRO-3.
 
 Fake `nvidia-smi`, `scontrol` and `srun` go first on PATH; a fake PYTHON records the command it gets."""
 
@@ -59,6 +60,13 @@ def test_two_slurm_nodes_get_one_launcher_each_with_its_rank(machine):
     lines = machine(8, {"SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "node[01-02]"})
     assert lines[0].startswith("srun --nodes=2 --ntasks-per-node=1")
     assert "--num_processes 16 --num_machines 2 --machine_rank 1 --main_process_ip node01" in lines[1]
+
+
+def test_two_slurm_nodes_without_a_gpu_make_one_gloo_group_across_them(machine):
+    lines = machine(0, {"SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "node[01-02]"})
+    assert lines[0].startswith("srun --nodes=2 --ntasks-per-node=1")
+    assert ("-m accelerate.commands.launch --multi_gpu --num_processes 2 --num_machines 2 --machine_rank 1 "
+            "--main_process_ip node01") in lines[1]
 
 
 def test_deepspeed_zero3_is_opt_in(machine):

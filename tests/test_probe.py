@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from orchestrator.execution import run_command
-from orchestrator.probe import GPU, ProbeResult, probe
+from orchestrator.probe import GPU, SINFO_NODES, SINFO_TIMEOUT_S, ProbeResult, SlurmNode, probe
 
 GPU_CSV = (
     "0, NVIDIA H100 80GB HBM3, 81559, 81016, 550.54.15\n"
@@ -20,9 +20,10 @@ BANNER = """\
 |-----------------------------------------+------------------------+----------------------+
 """
 SINFO = """\
-PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST
-gpu*         up 2-00:00:00      4   idle gpu[01-04]
-cpu          up   infinite     10    mix cpu[01-10]
+gpu01|gpu*|64|512000|gpu:h100:4(S:0-1)|idle
+gpu02|gpu*|64|512000|gpu:h100:4(S:0-1)|mixed
+cpu01|cpu|128|256000|(null)|idle
+gpu02|cpu|64|512000|gpu:h100:4(S:0-1)|mixed
 """
 
 
@@ -39,9 +40,7 @@ CLUSTER = fake_runner(
     {
         GPU_QUERY: GPU_CSV,
         "nvidia-smi": BANNER,
-        "sinfo --version": "slurm 23.11.4\n",
-        "sinfo -h -o %P": "gpu*\ncpu\n",
-        "sinfo": SINFO,
+        "sinfo -h -N -o %N|%P|%c|%m|%G|%T": SINFO,
     }
 )
 
@@ -54,10 +53,41 @@ def test_fake_cluster_is_parsed() -> None:
     ]
     assert (result.cuda_version, result.driver_version) == ("12.4", "550.54.15")
     assert result.slurm and result.slurm_partitions == ["gpu", "cpu"]
-    assert result.slurm_info == SINFO.strip()
+    assert result.slurm_nodes == [SlurmNode("gpu01", ("gpu",), 64, 512000, 4, "idle"),
+                                  SlurmNode("gpu02", ("gpu", "cpu"), 64, 512000, 4, "mixed"),
+                                  SlurmNode("cpu01", ("cpu",), 128, 256000, 0, "idle")]
+    assert result.cluster().default_partition == "gpu"
     summary = result.summary()
     assert "GPUs: 2 x NVIDIA H100 80GB HBM3 (81559 MiB each)" in summary
-    assert "SLURM: partitions gpu, cpu" in summary
+    assert ("SLURM: partitions gpu, cpu; 2 node(s) of 64 CPUs, 512000 MB, 4 GPU(s); 1 node(s) of 128 CPUs, "
+            "256000 MB, 0 GPU(s)") in summary
+
+
+def test_slurm_is_asked_once_and_a_silent_controller_is_not_slurm() -> None:
+    """A client whose controller does not answer: one sinfo, cut short (run_command's 124), and no SLURM."""
+    asked: list[list[str]] = []
+
+    def run(cmd: list[str]) -> tuple[int, str, str]:
+        asked.append(cmd)
+        return (124, "", "sinfo: timed out") if cmd[0] == "sinfo" else (127, "", "not found")
+
+    result = probe(run)
+    assert [cmd for cmd in asked if cmd[0] == "sinfo"] == [SINFO_NODES]
+    assert not result.slurm and result.slurm_nodes == [] and result.cluster() is None
+    assert "SLURM: not available (sinfo failed: timed out)" in result.summary()
+
+
+def test_the_probe_cuts_sinfo_short(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default runner gives sinfo SINFO_TIMEOUT_S, not the 10 s of other commands."""
+    timeouts = {}
+
+    def run_command(cmd, *, timeout_s=10.0, **_):
+        timeouts[cmd[0]] = timeout_s
+        return 127, "", f"{cmd[0]}: command not found"
+
+    monkeypatch.setattr("orchestrator.probe.run_command", run_command)
+    probe()
+    assert timeouts["sinfo"] == SINFO_TIMEOUT_S <= 5
 
 
 def test_round_trip_through_dict() -> None:
@@ -92,3 +122,17 @@ def test_this_machine() -> None:
     if not has_gpu:
         assert result.summary().splitlines()[1] == "GPUs: none (CPU only)"
     assert result.hostname and result.platform and result.cpu_count >= 1
+
+
+def test_a_run_probes_once(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """A node that runs again (a resume) takes the run's probe; only a run without one probes."""
+    from types import SimpleNamespace
+
+    from orchestrator.nodes import generate
+
+    monkeypatch.setattr(generate, "probe", lambda: probe(CLUSTER))
+    ctx = SimpleNamespace(run_dir=tmp_path / "run")
+    first = generate.run_probe({}, ctx)
+    assert (tmp_path / "run" / "probe.json").exists()
+    monkeypatch.setattr(generate, "probe", lambda: pytest.fail("probed twice in one run"))
+    assert generate.run_probe({"probe": first.to_dict()}, ctx) == first

@@ -10,9 +10,10 @@ import pytest
 from safetensors import safe_open
 
 from orchestrator.demo import example, recorded_roles
-from orchestrator.probe import GPU
+from orchestrator.probe import GPU, ProbeResult, SlurmCluster, SlurmNode
 from orchestrator.roles import validate_roles
-from orchestrator.sizing import GIB, ModelShape, check_proposal, estimate_memory, shape_from_config, shape_of
+from orchestrator.sizing import (GIB, ModelShape, NodeRequest, check_proposal, estimate_memory, node_request,
+                                 shape_from_config, shape_of, training_ram, unmet)
 from orchestrator.tiny_model import qwen3_config_for
 from source_of_truth.grpo_config import GRPOConfig
 
@@ -97,6 +98,44 @@ def test_no_gpu_runs_the_tiny_model_in_fp32_against_system_ram(tiny_model_dir: P
     assert estimate.weights_gib == pytest.approx(shape.num_params * 4 / GIB)  # fp32 on CPU, whatever bf16 says
     assert estimate.available_gib == pytest.approx(0.9 * 16.0)
     assert "no GPU" in estimate.explanation
+
+
+def test_a_slurm_run_without_gpu_is_sized_to_the_smallest_node() -> None:
+    machine = ProbeResult(gpus=[], cuda_version=None, driver_version=None, torch_version="2.13",
+                          torch_cuda_available=False, slurm=True, slurm_partitions=["cpu"], slurm_info=None,
+                          cpu_count=8, memory_total_gib=512.0, hostname="login", platform="Linux",
+                          slurm_nodes=[SlurmNode("c1", ("cpu",), 64, 65536, 0, "idle"),
+                                       SlurmNode("c2", ("cpu",), 64, 32768, 0, "idle")])
+    assert training_ram(machine, use_slurm=True) == (32.0, "the smallest SLURM node, c2")
+    assert training_ram(machine, use_slurm=False) == (512.0, "system RAM")  # a run on the login machine
+    estimate = estimate_memory(shape_of(QWEN3_4B), values(), [], system_ram_gib=32.0, ram_source="the smallest "
+                               "SLURM node, c2")
+    assert not estimate.fits and "no GPU: the smallest SLURM node, c2 32.0 GiB" in estimate.explanation
+
+
+@pytest.mark.parametrize("header, options, expected", [
+    ("#SBATCH --nodes=1\n#SBATCH --ntasks-per-node=1\n#SBATCH --cpus-per-task=2\n#SBATCH --mem=8G\n", [],
+     NodeRequest(1, 2, 8192, 0, ())),
+    ("#SBATCH --nodes=1 --cpus-per-task=2 --mem=8G\n", ["--nodes=2", "--cpus-per-task=1", "--mem=2048M"],
+     NodeRequest(2, 1, 2048, 0, ())),
+    ("#SBATCH -N 2-4 -c4 --ntasks-per-node=2 --gres=gpu:a100:4 -p gpu,big\n", [], NodeRequest(2, 8, None, 4,
+                                                                                                ("gpu", "big"))),
+    ("#SBATCH --nodes=2 --ntasks=6 --mem-per-cpu=1G --gpus=4\n", [], NodeRequest(2, 3, 3072, 2, ())),
+    ("#SBATCH --mem=0\necho go\n#SBATCH --nodes=9\n", [], NodeRequest(1, 1, None, 0, ())),  # after a command: ignored
+])
+def test_a_jobs_node_request_is_its_header_then_sbatchs_options(header, options, expected) -> None:
+    assert node_request("#!/usr/bin/env bash\n" + header, options) == expected
+
+
+def test_a_request_is_met_by_enough_nodes_of_its_partition() -> None:
+    cluster = SlurmCluster([SlurmNode("g1", ("gpu",), 32, 256000, 4, "idle"), SlurmNode("g2", ("gpu",), 32, 256000, 4,
+                                                                                        "mixed"),
+                            SlurmNode("c1", ("cpu",), 128, 512000, 0, "idle")], "cpu")
+    assert unmet(NodeRequest(2, 16, 200000, 4, ("gpu",)), cluster) is None
+    refused = unmet(NodeRequest(2, 16, 200000, 4), cluster)  # the default partition has no GPU
+    assert refused.startswith("the job asks for 2 node(s) with 16 CPUs, 200000 MB and 4 GPU(s) each, and 0 of the "
+                              "1 node(s) of partition cpu can take that: c1 cpus=128 mem=512000MB gpus=0 (idle).")
+    assert "2 node(s) in partition gpu" in unmet(NodeRequest(2, 64, None, 0, ("gpu",)), cluster)
 
 
 def test_shape_of_a_local_tiny_model(tiny_model_dir: Path) -> None:

@@ -1,45 +1,30 @@
-"""A real single-node SLURM (Debian's slurm-wlm and munge, started by scripts/slurm_local.sh): the reference
-launch script goes through sbatch --test-only, sbatch and squeue; without slurmdbd the end state comes from
-scontrol; a serious anomaly in train.logs stops the job with scancel. Skipped where SLURM is not installed."""
+"""A real SLURM (Debian's slurm-wlm and munge, the two-node cluster of scripts/slurm_local.sh), one node per job:
+the reference launch script goes through sbatch --test-only, sbatch and squeue; without slurmdbd the end state
+comes from scontrol; a serious anomaly in train.logs stops the job with scancel; a request no node can meet is
+refused before submission. Skipped where SLURM is not installed (tests/slurm_cluster.py)."""
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+import slurm_cluster
 
 from orchestrator.monitor import MonitorConfig
 from orchestrator.training_job import SlurmJob, make_job
 
-ROOT = Path(__file__).resolve().parents[1]
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("slurmctld") is None, reason="SLURM (slurm-wlm) is not installed"),
-              pytest.mark.skipif(os.geteuid() != 0, reason="the local cluster's daemons run as root")]
+pytestmark = [pytest.mark.slow, *slurm_cluster.requires_cluster]
 
 
 @pytest.fixture(scope="module")
 def cluster() -> None:
-    started = subprocess.run(["bash", str(ROOT / "scripts/slurm_local.sh"), "start"], capture_output=True, text=True,
-                             timeout=120)
-    assert started.returncode == 0, started.stdout + started.stderr
+    slurm_cluster.start()
 
 
 def scontrol(job: SlurmJob) -> dict[str, str]:
-    """The job's end as scontrol reports it, once it has left COMPLETING (bounded wait)."""
-    deadline = time.monotonic() + 60
-    while True:
-        out = subprocess.run(["scontrol", "show", "job", "-o", job.slurm_job_id], capture_output=True,
-                             text=True).stdout
-        fields = dict(re.findall(r"\b(JobState|ExitCode|SubmitTime|StartTime|EndTime)=(\S+)", out))
-        if fields.get("JobState") not in ("COMPLETING", "RUNNING", "PENDING") or time.monotonic() > deadline:
-            return fields
-        time.sleep(0.2)
+    return slurm_cluster.scontrol_job(job.slurm_job_id)
 
 
 def node_size() -> tuple[int, int]:
@@ -77,8 +62,20 @@ def test_a_request_no_node_can_meet_is_refused_with_the_nodes_sizes(cluster, tmp
     result = job.run()
     assert result.status == "failed" and job.slurm_job_id is None
     message = result.anomalies[0].message
-    assert "node configuration is not available" in message and f"cpus={cpus} mem={mem}MB" in message
+    assert message.startswith(f"not submitted: the job asks for 1 node(s) with {cpus + 1} CPUs")
+    assert f"node1 cpus={cpus} mem={mem}MB" in message and f"node2 cpus={cpus} mem={mem}MB" in message
     assert "--cpus-per-task" in message
+
+
+def test_sbatch_itself_refuses_what_the_check_before_it_does_not_know(cluster, tmp_path: Path):
+    """A feature no node has is sbatch's to refuse (--test-only): nothing is submitted."""
+    script = fake_training(tmp_path, "true")
+    job = make_job(script, [], use_slurm=True, log_path=tmp_path / "train.logs", poll_s=0.5, timeout_s=60,
+                   sbatch_options=["--constraint=no-such-feature"])
+    result = job.run()
+    assert result.status == "failed" and job.slurm_job_id is None
+    message = result.anomalies[0].message
+    assert message.startswith("sbatch --test-only failed") and "Invalid feature specification" in message
 
 
 def fake_training(tmp_path: Path, body: str) -> Path:

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.monitor import MonitorConfig, Progress
-from orchestrator.training_job import SlurmJob, TrainingJob, make_job
+from orchestrator.probe import parse_slurm_nodes
+from orchestrator.training_job import SlurmJob, TrainingJob, first_failure, make_job
 
 POLL_S = 0.05
 
@@ -253,13 +254,14 @@ class FakeSlurm:
     def __init__(self, tmp_path: Path, states: list[str | None], *, sacct: str | None = "COMPLETED|0:0|None",
                  test_only: tuple[int, str, str] = (0, "", "sbatch: Job 4242 to start at 2026-11-23T09:40:15"),
                  appends: dict[int, list[str]] | None = None, output: str = "", step_s: float = 30.0,
-                 scontrol_end: str | None = None) -> None:
+                 scontrol_end: str | None = None, sinfo: str = "node1|debug*|2|3900|(null)|idle\n") -> None:
         self.clock = FakeClock(step_s)  # train.logs lines carry its time, as a real job's carry the real time
         self.log, self.output = tmp_path / "train.logs", tmp_path / f"out-{JOB_ID}.txt"
         self.output.write_text(output)
         self.states, self.sacct, self.test_only = states, sacct, test_only
         self.appends, self.squeue_calls = appends or {}, 0
         self.scontrol_end = scontrol_end  # "STATE|EXIT|REASON" scontrol reports once the job is gone
+        self.sinfo = sinfo  # the nodes, as `sinfo -N -o %N|%P|%c|%m|%G|%T` lists them
         self.calls: list[list[str]] = []
 
     def __call__(self, cmd: list[str]) -> tuple[int, str, str]:
@@ -286,7 +288,7 @@ class FakeSlurm:
         if tool == "scancel":
             return 0, "", ""
         if tool == "sinfo":
-            return 0, "node1 cpus=2 mem=3900MB gres=(null)\n", ""
+            return 0, self.sinfo, ""
         raise AssertionError(f"unexpected command {cmd}")
 
     def called(self, tool: str) -> list[list[str]]:
@@ -311,6 +313,37 @@ def test_sbatch_test_only_failure_fails_without_submitting(tmp_path: Path) -> No
     assert "node1 cpus=2 mem=3900MB" in result.stderr_tail
     assert result.anomalies[0].kind == "sbatch_refused"
     assert [c[1] for c in fake.called("sbatch")] == ["--test-only"]
+
+
+@pytest.mark.parametrize("options, asked", [
+    (["--nodes=3"], "3 node(s) with 2 CPUs, 8192 MB and 0 GPU(s) each, and 2 of the 2 node(s) of partition debug"),
+    (["--mem=16G"], "2 node(s) with 2 CPUs, 16384 MB and 0 GPU(s) each, and 1 of the 2 node(s) of partition debug"),
+])
+def test_a_request_no_node_set_can_meet_is_refused_before_sbatch(tmp_path: Path, options, asked) -> None:
+    """Two nodes, one of 16 GB: 3 nodes, or 2 of 16 GB each, are refused with every node's size; sbatch is never
+    asked, and sinfo once."""
+    (tmp_path / "launch_training.sh").write_text("#!/usr/bin/env bash\n#SBATCH --nodes=2 --cpus-per-task=2\n"
+                                                 "#SBATCH --mem=8G\nsrun true\n")
+    fake = FakeSlurm(tmp_path, ["RUNNING"], sinfo="big|debug*|2|16384|(null)|idle\nsmall|debug*|2|8192|(null)|idle\n")
+    job = slurm_job(tmp_path, fake)
+    job.sbatch_options = options
+    result = job.run()
+
+    assert result.status == "failed" and result.slurm_job_id is None and not fake.called("sbatch")
+    message = result.anomalies[0].message
+    assert message.startswith(f"not submitted: the job asks for {asked} can take that: big cpus=2 mem=16384MB "
+                              "gpus=0 (idle); small cpus=2 mem=8192MB gpus=0 (idle). Lower #SBATCH --nodes")
+    assert len(fake.called("sinfo")) == 1
+
+
+def test_the_probes_nodes_spare_sinfo(tmp_path: Path) -> None:
+    (tmp_path / "launch_training.sh").write_text("#!/usr/bin/env bash\n#SBATCH --nodes=2\nsrun true\n")
+    fake = FakeSlurm(tmp_path, ["RUNNING", None])
+    job = SlurmJob(tmp_path / "launch_training.sh", [], tmp_path, tmp_path / "train.logs", run=fake,
+                   clock=fake.clock, sleep=fake.clock.sleep, cluster=parse_slurm_nodes("n1|p*|4|100|(null)|idle\n"))
+    result = job.run()
+    assert result.slurm_job_id is None and "1 of the 1 node(s) of partition p" in result.anomalies[0].message
+    assert not fake.called("sinfo") and not fake.called("sbatch")
 
 
 def test_completed_job_finishes_and_queue_time_is_not_a_hang(tmp_path: Path) -> None:
@@ -354,6 +387,46 @@ def test_slurm_failures_are_classified(tmp_path: Path, sacct: str, output: str, 
     assert result.anomalies[0].kind == "slurm_" + sacct.split("|")[0].split()[0].lower()
     assert fake.called("sacct")[0][:3] == ["sacct", "-j", JOB_ID]
     assert not fake.called("scancel")
+
+
+def launcher_report(time: str, host: str, rank: int, exitcode: str, traceback: str) -> str:
+    """torch.distributed.run's report of a failed worker, as each node's launcher prints it."""
+    return ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+            "======================================================\ntrain.py FAILED\n"
+            "------------------------------------------------------\nFailures:\n  <NO_OTHER_FAILURES>\n"
+            "------------------------------------------------------\nRoot Cause (first observed failure):\n[0]:\n"
+            f"  time      : {time}\n  host      : {host}\n  rank      : {rank} (local_rank: 0)\n"
+            f"  exitcode  : {exitcode}\n  error_file: <N/A>\n  traceback : {traceback}\n"
+            "======================================================\n")
+
+
+KILLED_RANK_OUTPUT = (  # two nodes: rank 1 was SIGKILLed; rank 0 lost its peer in the same second
+    launcher_report("2026-11-25_18:18:56", "node1", 0, "1 (pid: 28325)",
+                    "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
+    + "[rank0]: RuntimeError: [gloo/transport/tcp/pair.cc:553] Connection closed by peer [10.203.77.12]:2218\n"
+    + launcher_report("2026-11-25_18:18:56", "node2", 1, "-9 (pid: 28326)  (SIGKILL)",
+                      "Signal 9 (SIGKILL) received by PID 28326")
+    + "srun: error: node2: task 1: Exited with exit code 1\nsrun: error: node1: task 0: Exited with exit code 1\n")
+
+
+def test_a_killed_rank_is_named_as_the_first_failure(tmp_path: Path) -> None:
+    fake = FakeSlurm(tmp_path, ["RUNNING", None], sacct=None, scontrol_end="FAILED|1:0|NonZeroExitCode",
+                     output=KILLED_RANK_OUTPUT)
+    result = slurm_job(tmp_path, fake).run()
+
+    assert result.status == "failed" and result.failure_class == "killed"
+    first = result.anomalies[0]
+    assert first.kind == "slurm_failed"
+    assert "rank 1 on node2 failed first, exit code -9: Signal 9 (SIGKILL) received by PID 28326" in first.message
+    assert "OOM killer" in first.message and "host      : node2" in first.evidence
+
+
+def test_the_first_failure_is_the_earliest_report() -> None:
+    output = (launcher_report("2026-11-25_18:19:02", "node1", 0, "1 (pid: 7)", "RuntimeError: peer gone")
+              + launcher_report("2026-11-25_18:18:59", "node2", 1, "1 (pid: 8)", "ValueError: bad action"))
+    found = first_failure(output)
+    assert (found.host, found.rank, found.exitcode, found.cause) == ("node2", "1", 1, "ValueError: bad action")
+    assert first_failure("Traceback (most recent call last):\nValueError: x\n") is None
 
 
 def test_slurm_anomaly_cancels_the_job(tmp_path: Path) -> None:

@@ -77,7 +77,10 @@ def step_variables(state: RunState, ctx: RunContext, step: Step) -> dict[str, ob
     return {}
 
 
-def run_probe(ctx: RunContext) -> ProbeResult:
+def run_probe(state: RunState, ctx: RunContext) -> ProbeResult:
+    """This machine, probed once per run: a node that runs again (a resume) reuses the run's answer."""
+    if state.get("probe"):
+        return ProbeResult.from_dict(state["probe"])
     result = probe()
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     (ctx.run_dir / "probe.json").write_text(json.dumps(result.to_dict(), indent=2))
@@ -88,7 +91,7 @@ def generate(state: RunState, ctx: RunContext, step: Step) -> dict:
     update: dict = {}
     variables = {"file_format": WHOLE_FILE_FORMAT, **step_variables(state, ctx, step)}
     if step.node == "generate_launch":
-        machine = run_probe(ctx)
+        machine = run_probe(state, ctx)
         update["probe"] = machine.to_dict()
         variables["probe_summary"] = machine.summary()
     if outputs_pass(ctx, step):

@@ -53,13 +53,14 @@ def formal_model(ctx: RunContext, machine: ProbeResult) -> str:
 
 def plan(ctx: RunContext, machine: ProbeResult, model: str, config_cls: type, roles: ConfigRoles, adjustments: dict):
     current = {**config_values(config_cls), **roles.to_fields({"model": model})}
+    use_slurm = ctx.formal.use_slurm and machine.slurm
     prompt = render("plan_formal", ctx.prompts_dir, probe_summary=machine.summary(), model=model, current=current,
-                    estimate=memory_text(current, roles, model, machine), pinned=ctx.formal.pinned,
+                    estimate=memory_text(current, roles, model, machine, use_slurm), pinned=ctx.formal.pinned,
                     roles=roles.describe())
     grpo_config = ctx.workspace.read(f"{GENERATED_DIR}/grpo_config.py") or ""
     return ask(ctx.llm, [{"role": "user", "content": prompt}],
                lambda text: vet({**parse_proposal(text), **adjustments, **ctx.formal.pinned}, config_cls, roles, model,
-                                machine),
+                                machine, use_slurm),
                system=render("system", ctx.prompts_dir), tag="formal_train",
                cache_prefix=file_blocks({"grpo_config.py": grpo_config}), max_tokens=4000)
 
@@ -189,7 +190,8 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     planned = roles.read(config).get("updates_total")
     job = make_job(ctx.generated / "launch_training.sh", args, use_slurm=use_slurm, log_path=watch_dir / LOG_NAME,
                    monitor=replace(MonitorConfig(), hang_seconds=ctx.formal.hang_seconds), timeout_s=ctx.formal.timeout_s,
-                   on_progress=lambda p: ctx.on_event(describe(p, planned)), record=record, log_format=log_format)
+                   on_progress=lambda p: ctx.on_event(describe(p, planned)), record=record, log_format=log_format,
+                   cluster=machine.cluster())
     result = job.run()
     for name, text in (("job.stdout", result.stdout_tail), ("job.stderr", result.stderr_tail)):
         (log_dir / name).write_text(text)
