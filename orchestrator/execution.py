@@ -165,34 +165,44 @@ class ChildFailure:
     rank: str  # "1 (local_rank: 1)"
     exitcode: int
     detail: str  # "Signal 11 (SIGSEGV) received by PID 14389", or "" when the launcher only points at its docs
+    host: str = ""  # the node whose launcher reported it
+    time: str = ""  # when it failed, as the launcher prints it ("2026-11-25_18:18:56")
+    entry: str = ""  # the launcher's lines about it
 
     @property
     def signal(self) -> bool:
         return self.exitcode < 0
 
     def __str__(self) -> str:
-        return f"rank {self.rank}: exit code {self.exitcode}" + (f" ({self.detail})" if self.detail else "")
+        where = f" on {self.host}" if self.host else ""
+        return f"rank {self.rank}{where}: exit code {self.exitcode}" + (f" ({self.detail})" if self.detail else "")
 
 
 # torch elastic's ChildFailedError report, printed after the launcher's own traceback: "[0]:" then "  key : value"
 _FAILURE_ENTRY = re.compile(r"^\[\d+\]:\s*\n((?:[ \t]+\w[\w ]*?\s*:.*\n?)+)", re.M)
 
 
+def _child(entry: str) -> ChildFailure:
+    fields = {k: v.strip() for k, v in re.findall(r"^[ \t]+(\w[\w ]*?)\s*:\s?(.*)$", entry, re.M)}
+    code = re.match(r"-?\d+", fields.get("exitcode", ""))
+    detail = fields.get("traceback", "")
+    return ChildFailure(fields.get("rank", "?"), int(code.group()) if code else 1,
+                        "" if detail.startswith("To enable traceback") else detail, fields.get("host", ""),
+                        fields.get("time", ""), entry.rstrip())
+
+
 def launcher_failures(text: str) -> list[ChildFailure]:
-    """The failed children a launcher's report names, the root cause first; [] when there is no report."""
-    if "ChildFailedError" not in text:
-        return []
-    report = text[text.rindex("ChildFailedError"):]
-    root = max(report.find("Root Cause"), 0)
-    entries = _FAILURE_ENTRY.findall(report[root:]) + _FAILURE_ENTRY.findall(report[:root])
-    failures = []
-    for entry in entries:
-        fields = dict(re.findall(r"^[ \t]+(\w[\w ]*?)\s*:\s?(.*)$", entry, re.M))
-        code = re.match(r"-?\d+", fields.get("exitcode", ""))
-        detail = fields.get("traceback", "").strip()
-        failures.append(ChildFailure(fields.get("rank", "?").strip(), int(code.group()) if code else 1,
-                                     "" if detail.startswith("To enable traceback") else detail))
-    return failures
+    """Every failed child the launchers' reports name (one report per launcher, so one per node of a job), the
+    first observed failure first: the reports' root causes, the earliest first (at the same second a signal
+    death first: its peers then lose their connection to it), then the other failures; [] without a report."""
+    roots: list[ChildFailure] = []
+    others: list[ChildFailure] = []
+    for report in text.split("ChildFailedError")[1:]:
+        root = report.find("Root Cause")
+        for match in _FAILURE_ENTRY.finditer(report):
+            (roots if 0 <= root < match.start() else others).append(_child(match.group(1)))
+    roots.sort(key=lambda failure: (failure.time, not failure.signal))
+    return list(dict.fromkeys(roots + others))
 
 
 def own_tracebacks(text: str) -> list[str]:

@@ -50,7 +50,8 @@ from pathlib import Path
 
 import json
 
-from orchestrator.execution import KILL_WAIT_S, run_command, stop_process_group, strip_progress_bars
+from orchestrator.execution import (KILL_WAIT_S, launcher_failures, run_command, stop_process_group,
+                                    strip_progress_bars)
 from orchestrator.execution import group_gone as _group_gone
 from orchestrator.halt import halt_point
 from orchestrator.journal import write_atomic
@@ -472,43 +473,6 @@ def _exit_code(text: str) -> int | None:
         return None
 
 
-@dataclass(frozen=True)
-class RankFailure:
-    """The first process of a distributed job that failed, as torch's launcher reports it."""
-
-    host: str
-    rank: str
-    exitcode: int
-    cause: str  # its traceback's last line, or "Signal 9 (SIGKILL) received by PID ..."
-    text: str  # the launcher's whole report of it
-
-    def summary(self) -> str:
-        return f"rank {self.rank} on {self.host} failed first, exit code {self.exitcode}: {self.cause}"
-
-
-# torch.distributed.run's report when a worker fails: every launcher (one per node) prints its own
-_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):\n(?P<block>(?:(?!=====).*\n)+)")
-_REPORT_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|traceback)\s*:\s*(.*?)\s*$", re.M)
-
-
-def first_failure(output: str) -> RankFailure | None:
-    """The rank that failed first among the launchers' reports in a job's output (earliest time; at the same
-    second a rank killed by a signal, whose peers then lose their connection to it); None without a report."""
-    failures = []
-    for match in _ROOT_CAUSE.finditer(output):
-        fields = dict(_REPORT_FIELD.findall(match.group("block")))
-        code = re.match(r"-?\d+", fields.get("exitcode", ""))
-        if code is None:
-            continue
-        exitcode, cause = int(code.group()), fields.get("traceback", "")
-        if cause.startswith("To enable traceback"):  # the worker did not record its error: it is in the output
-            cause = "its traceback is in the job's output"
-        failures.append(((fields.get("time", ""), exitcode >= 0),
-                         RankFailure(fields.get("host", "?"), fields.get("rank", "?").split(" ")[0], exitcode,
-                                     cause, match.group(0).strip())))
-    return min(failures, key=lambda found: found[0])[1] if failures else None
-
-
 class SlurmJob(_WatchedJob):
     """``sbatch script args`` (after a ``--test-only`` dry run), watched through squeue, sacct and train.logs.
 
@@ -645,12 +609,12 @@ class SlurmJob(_WatchedJob):
         if state == "COMPLETED":
             return _Ending("finished", returncode)
         output = read_tail(watch.stderr_path, FINAL_TAIL_BYTES)
-        rank = first_failure(output)
-        failure_class = (_FAILURE_CLASSES.get(state) or ("killed" if rank is not None and rank.exitcode < 0 else None)
+        first = next(iter(launcher_failures(output)), None)
+        failure_class = (_FAILURE_CLASSES.get(state) or ("killed" if first is not None and first.signal else None)
                          or self._failure_from_output(output))
         message = (f"SLURM job {self.slurm_job_id} ended {state} (exit code {exit_code}, reason {reason})"
-                   + (f"; {rank.summary()}" if rank is not None else "") + "; " + _HINTS[failure_class])
-        evidence = "|".join(self._accounting) + (f"\n{rank.text}" if rank is not None else "")
+                   + (f"; failed first: {first}" if first is not None else "") + "; " + _HINTS[failure_class])
+        evidence = "|".join(self._accounting) + (f"\n{first.entry}" if first is not None else "")
         return _Ending("failed", returncode, failure_class,
                        (Anomaly(f"slurm_{state.lower()}", True, None, message, evidence),))
 

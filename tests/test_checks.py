@@ -137,7 +137,7 @@ exit 1
 
 @pytest.mark.parametrize("fixture, done, passed, shown", [
     ("launcher_segv_stderr.txt", True, True, "died at exit"),
-    ("launcher_segv_stderr.txt", False, False, "rank 1 (local_rank: 1): exit code -11 (Signal 11 (SIGSEGV)"),
+    ("launcher_segv_stderr.txt", False, False, "rank 1 (local_rank: 1) on localhost: exit code -11 (Signal 11 (SIGSEGV)"),
     ("launcher_rank_error_stderr.txt", True, False, "RuntimeError: rank one broke on exit"),
 ])
 def test_a_failure_after_done_is_told_apart_from_a_code_error(generated_dir: Path, tmp_path: Path, fixture: str,

@@ -482,7 +482,7 @@ LAUNCHER_RANK_ERROR = (Path(__file__).parent / "fixtures" / "launcher_rank_error
 def test_a_launcher_failure_s_evidence_names_each_failed_rank_and_its_signal() -> None:
     anomaly = detect_stderr(LAUNCHER_SEGV)
     assert anomaly is not None and anomaly.kind == "crash" and anomaly.serious
-    assert "rank 1 (local_rank: 1): exit code -11 (Signal 11 (SIGSEGV)" in anomaly.message
+    assert "rank 1 (local_rank: 1) on localhost: exit code -11 (Signal 11 (SIGSEGV)" in anomaly.message
     assert anomaly.evidence.index("SIGSEGV") < anomaly.evidence.index("SIGTERM")  # the root cause first
 
 

@@ -18,7 +18,8 @@ import pytest
 
 from orchestrator.monitor import MonitorConfig, Progress
 from orchestrator.probe import parse_slurm_nodes
-from orchestrator.training_job import SlurmJob, TrainingJob, first_failure, make_job
+from orchestrator.execution import launcher_failures
+from orchestrator.training_job import SlurmJob, TrainingJob, make_job
 
 POLL_S = 0.05
 
@@ -174,7 +175,7 @@ def test_a_rank_killed_by_a_signal_after_done_is_told_apart_from_a_crash(tmp_pat
 
     assert result.status == "failed" and not [a for a in result.anomalies if a.serious], result.anomalies
     [after] = [a for a in result.anomalies if a.kind == "exit_after_done"]
-    assert "rank 1 (local_rank: 1): exit code -11 (Signal 11 (SIGSEGV)" in after.message + after.evidence
+    assert "rank 1 (local_rank: 1) on localhost: exit code -11 (Signal 11 (SIGSEGV)" in after.message + after.evidence
     assert exited_after_done(result)
 
 
@@ -417,16 +418,18 @@ def test_a_killed_rank_is_named_as_the_first_failure(tmp_path: Path) -> None:
     assert result.status == "failed" and result.failure_class == "killed"
     first = result.anomalies[0]
     assert first.kind == "slurm_failed"
-    assert "rank 1 on node2 failed first, exit code -9: Signal 9 (SIGKILL) received by PID 28326" in first.message
+    assert ("failed first: rank 1 (local_rank: 0) on node2: exit code -9 (Signal 9 (SIGKILL) received by PID 28326)"
+            in first.message)
     assert "OOM killer" in first.message and "host      : node2" in first.evidence
 
 
 def test_the_first_failure_is_the_earliest_report() -> None:
     output = (launcher_report("2026-11-25_18:19:02", "node1", 0, "1 (pid: 7)", "RuntimeError: peer gone")
               + launcher_report("2026-11-25_18:18:59", "node2", 1, "1 (pid: 8)", "ValueError: bad action"))
-    found = first_failure(output)
-    assert (found.host, found.rank, found.exitcode, found.cause) == ("node2", "1", 1, "ValueError: bad action")
-    assert first_failure("Traceback (most recent call last):\nValueError: x\n") is None
+    found = launcher_failures(output)[0]
+    assert (found.host, found.rank, found.exitcode, found.detail) == ("node2", "1 (local_rank: 0)", 1,
+                                                                      "ValueError: bad action")
+    assert launcher_failures("Traceback (most recent call last):\nValueError: x\n") == []
 
 
 def test_slurm_anomaly_cancels_the_job(tmp_path: Path) -> None:
