@@ -10,7 +10,8 @@ run takes the demo's path: rules, import check, runtime check and formal run on 
 Tokens are counted by the server with Anthropic's published Claude tokenizer (the `tokenizer.json` that the
 `anthropic` SDK shipped up to 0.38, for the Claude 1-2 models; Claude 3 and later tokenize differently and
 their tokenizer is not published, so the counts are a close proxy, not a bill): every text block of the
-system prompt and the messages, and the reply's text. Prompt caching is emulated as the API does it:
+system prompt and the messages, and the reply's text; a reply longer than the request's max_tokens is cut
+there with stop_reason "max_tokens" (the orchestrator then asks again with twice the budget). Prompt caching is emulated as the API does it:
 a request's prefix up to a `cache_control` breakpoint that an earlier request already sent is read from
 the cache (cache_read), a new one is written (cache_write) when it holds at least 1024 tokens; the rest is
 input. The 5-minute cache lifetime is not emulated. Cost is at list prices (`orchestrator.llm.price_usd`,
@@ -124,12 +125,14 @@ ASKS = {  # how each node's question starts (agent_prompts/) -> the transcript's
 
 
 class RecordedModel:
-    """Answers each request with the example's next recorded answer for what the request asks."""
+    """Answers each request with the example's next recorded answer for what the request asks; an answer cut
+    at the request's max_tokens is given again when the question comes back with a larger budget."""
 
     def __init__(self, replies: list[dict]) -> None:
         self.replies = {tag: [r["text"] for r in replies if r["tag"] == tag] for tag in {r["tag"] for r in replies}}
 
-    def answer(self, body: dict) -> str:
+    def answer(self, body: dict, fits) -> str:
+        """The answer; `fits(text)` says whether it fits the request's budget (else it is not used up)."""
         first = body["messages"][0]["content"]
         asked = first if isinstance(first, str) else first[-1]["text"]
         tag = next((t for start, t in ASKS.items() if asked.startswith(start)), "fix")
@@ -137,34 +140,45 @@ class RecordedModel:
             raise RuntimeError(f"{tag}: the recorded answer was re-asked: {body['messages'][-1]['content'][:300]}")
         if not self.replies.get(tag):
             raise RuntimeError(f"no recorded answer left for {tag}")
-        return self.replies[tag].pop(0)
+        text = self.replies[tag][0]
+        if fits(text):
+            self.replies[tag].pop(0)
+        return text
 
 
 # ---------------------------------------------------------------- the server
 
 class MessagesServer:
-    """A local Messages API: the recorded model's answers, usage counted with the tokenizer."""
+    """A local Messages API: the recorded model's answers, usage counted with the tokenizer; an answer longer
+    than the request's max_tokens is cut there (stop_reason "max_tokens"), as the API does."""
 
-    def __init__(self, model: RecordedModel, count) -> None:
+    def __init__(self, model: RecordedModel, tokenizer) -> None:
         from werkzeug import Request, Response
         from werkzeug.serving import make_server
 
-        self.count, self.cache, self.model, self.calls = count, CacheEmulator(count), model, []
+        encode = lambda text: tokenizer.encode(text, add_special_tokens=False).ids if text else []  # noqa: E731
+        count = lambda text: len(encode(text))  # noqa: E731
+        self.cache, self.model, self.calls = CacheEmulator(count), model, []
 
         @Request.application
         def app(request: Request) -> Response:
             body = json.loads(request.data)
+            budget = body["max_tokens"]
             try:
-                text = model.answer(body)
+                text = model.answer(body, lambda answer: count(answer) <= budget)
             except RuntimeError as error:
                 self.calls.append({"error": str(error)})
                 return Response(json.dumps({"type": "error", "error": {"type": "invalid_request_error",
                                                                         "message": str(error)}}), status=400)
-            usage = {**self.cache.usage(request_pieces(body)), "output_tokens": count(text)}
+            ids, stop = encode(text), "end_turn"
+            if len(ids) > budget:
+                ids, stop = ids[:budget], "max_tokens"
+                text = tokenizer.decode(ids)
+            usage = {**self.cache.usage(request_pieces(body)), "output_tokens": len(ids)}
             self.calls.append(usage)
             message = {"id": f"msg_{len(self.calls)}", "type": "message", "role": "assistant",
                        "model": body["model"], "content": [{"type": "text", "text": text}],
-                       "stop_reason": "end_turn", "stop_sequence": None, "usage": usage}
+                       "stop_reason": stop, "stop_sequence": None, "usage": usage}
             if not body.get("stream"):
                 return Response(json.dumps(message), content_type="application/json")
             return Response(_sse(message), content_type="text/event-stream")
@@ -186,7 +200,7 @@ def _sse(message: dict) -> str:
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
         {"type": "content_block_stop", "index": 0},
-        {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+        {"type": "message_delta", "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
          "usage": {"output_tokens": usage["output_tokens"]}},
         {"type": "message_stop"},
     ]
@@ -223,12 +237,13 @@ def lengthened_example(ex: Example, times: int, folder: Path) -> Example:
 
 # ---------------------------------------------------------------- the run
 
-def run(name: str, times: int, until: str, workdir: Path, count) -> dict:
+def run(name: str, times: int, until: str, workdir: Path, tokenizer) -> dict:
     ex = example(name)
     if times > 1:
         ex = lengthened_example(ex, times, workdir / "example")
     model = RecordedModel(transcript(ex)["replies"])
-    server = MessagesServer(model, count)
+    server = MessagesServer(model, tokenizer)
+    count = lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids)  # noqa: E731
     os.environ.update(ANTHROPIC_API_KEY="bench", ANTHROPIC_BASE_URL=server.url)
     project = workdir / "project"
     project.mkdir()
@@ -275,9 +290,8 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     tokenizer = claude_tokenizer()
-    count = lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids) if text else 0  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="tokens-bench-") as tmp:
-        result = run(args.example, args.generic_times, args.until, Path(tmp), count)
+        result = run(args.example, args.generic_times, args.until, Path(tmp), tokenizer)
     print(f"{result['example']}, GENERIC x{result['generic_times']} (template {result['template_tokens']} tokens, "
           f"GENERIC {result['generic_tokens']}), until {result['until']}: {result['status']} in {result['seconds']} s"
           + (f" ({result['reason']})" if result["status"] != "done" else ""))
