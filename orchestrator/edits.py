@@ -209,11 +209,11 @@ def parse_sections(text: str, template_text: str) -> str:
                             f"CUSTOMIZE 1 to CUSTOMIZE {len(spots)}.")
             continue
         hole = spots[number - 1]
-        marker = (name.group(2) or "").strip()
+        marker = (name.group(2) or "").replace("`", "").strip()
         if number in bodies:
             problems.append(f"Line {lineno}: CUSTOMIZE {number} is sent twice (lines {bodies[number][0]} and "
                             f"{lineno}); send each section once.")
-        elif marker and marker.split() != hole.marker.split():
+        elif marker and " ".join(marker.split()[: len(hole.marker.split())]) != " ".join(hole.marker.split()):
             problems.append(f"Line {lineno}: CUSTOMIZE {number} names the marker line `{marker}`, but the "
                             f"template's CUSTOMIZE {number} (line {hole.start_line}) is `{hole.marker.strip()}`; "
                             f"number the sections in template order.")

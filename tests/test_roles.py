@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import SOURCE_OF_TRUTH, write_transcript
+from conftest import SOURCE_OF_TRUTH, file_answer, write_transcript
 
 from orchestrator.checks import RuntimeCheckSpec
 from orchestrator.config_file import field_defaults, field_help, field_kinds, load_config_class, set_values

@@ -70,6 +70,13 @@ def test_a_hole_inside_a_class_written_at_column_0_is_indented_as_its_marker():
     assert namespace["generic"]().twice() == 8
 
 
+def test_a_section_named_as_the_prompt_lists_it_is_taken():
+    listed = "CUSTOMIZE 2: `# === CUSTOMIZE ===`   (grpo_template.py line 17, indented 4 spaces)"
+    built = parse_sections(answer(("**CUSTOMIZE 1**", "def make():\n    return 3\n"),
+                                  (listed, "    def size(self):\n        return 4\n")), TEMPLATE)
+    assert "        return 4\n" in built
+
+
 def test_a_repeated_marker_line_and_an_end_marker_around_the_code_are_dropped():
     code = "# === CUSTOMIZE ===\ndef make():\n    return 3\n# === END CUSTOMIZE ===\n"
     built = parse_sections(answer(("CUSTOMIZE 1: # === CUSTOMIZE ===", code),
