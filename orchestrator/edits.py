@@ -201,6 +201,7 @@ def parse_sections(text: str, template_text: str) -> str:
     spots = holes(read_template(template_text))
     labelled, problems = _labelled_blocks(text, _SECTION_LINE, "`CUSTOMIZE N: marker line`")
     bodies: dict[int, tuple[int, str]] = {}  # number -> (line of its label, code)
+    named: set[int] = set()  # numbers the answer gave, usable or not
     for label, lineno, content in labelled:
         name = _SECTION_NAME.fullmatch(label)
         number = int(name.group(1)) if name else 0
@@ -209,6 +210,7 @@ def parse_sections(text: str, template_text: str) -> str:
                             f"CUSTOMIZE 1 to CUSTOMIZE {len(spots)}.")
             continue
         hole = spots[number - 1]
+        named.add(number)
         marker = (name.group(2) or "").replace("`", "").strip()
         if number in bodies:
             problems.append(f"Line {lineno}: CUSTOMIZE {number} is sent twice (lines {bodies[number][0]} and "
@@ -222,7 +224,7 @@ def parse_sections(text: str, template_text: str) -> str:
             if problem:
                 problems.append(f"Line {lineno}: the code of CUSTOMIZE {number} {problem}")
             bodies[number] = (lineno, code)
-    missing = [str(n) for n in range(1, len(spots) + 1) if n not in bodies]
+    missing = [str(n) for n in range(1, len(spots) + 1) if n not in named]
     if missing:
         problems.append(f"CUSTOMIZE {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing from the "
                         f"answer; send every CUSTOMIZE section of the template, each once.")
