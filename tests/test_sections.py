@@ -123,3 +123,14 @@ def test_every_problem_of_a_whole_file_answer_is_named_at_once():
     assert "Line 1: `FILE: helpers.py` must be followed directly by the code fence" in message
     assert "Line 6: helpers.py is sent twice" in message
     assert "Line 10: this code fence has no `FILE: path` line before it" in message
+
+
+def test_a_researchers_own_marker_spelling_names_the_section():
+    template = ("#==== GENERIC - do not modify ====\nimport math\n#==== CUSTOMISE: reward shaping ====\n"
+                "def shape(r):\n    raise NotImplementedError\n#==== END CUSTOMISE ====\n\n"
+                "#==== GENERIC - do not modify ====\nprint(shape(math.pi))\n")
+    sent = answer(("CUSTOMIZE 1: #==== CUSTOMISE: reward shaping ====", "def shape(r):\n    return round(r)\n"))
+    built = parse_sections(sent, template)
+    assert built == template.replace("    raise NotImplementedError", "    return round(r)")
+    with pytest.raises(EditFormatError, match="names the marker line `# === CUSTOMIZE ===`"):
+        parse_sections(answer(("CUSTOMIZE 1: # === CUSTOMIZE ===", "def shape(r):\n    return 1\n")), template)
