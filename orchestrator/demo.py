@@ -7,8 +7,9 @@ first guess from the config's field names is recorded as the answer); `log_forma
 log-format answer (otherwise none is recorded: the first guess reads the log); `future_improvements.md`,
 the recorded review (otherwise a review about GRPO itself, in no game's words).
 
-The transcript is assembled from the example's files with two real faults put into the recorded
-`train.py`, found generically: a misspelt import of a generated module (the import check catches
+The transcript is assembled from the example's files (Step 3's answer: the CUSTOMIZE sections of the
+reference `train.py`, as the template's markers delimit them) with two real faults put into the recorded
+`train.py`'s sections, found generically: a misspelt import of a generated module (the import check catches
 it) and an unexpected keyword argument to `observation_to_text` (only the tiny-model training run
 hits it). The recorded fixes are SEARCH/REPLACE edits; then come a formal-run proposal sized for a
 CPU, by role, and a review. Token counts are the recorded ones, so the summary shows what a real run
@@ -26,12 +27,14 @@ from typing import Any
 
 from orchestrator.checks import RuntimeCheckSpec
 from orchestrator.config_file import accepted_values, field_help, field_kinds, load_config_class, value_kind
+from orchestrator.edits import sections_answer
 from orchestrator.formal import FormalSpec
 from orchestrator.logformat import LOG_FORMAT_FILE
 from orchestrator.nodes.review import IDEAS_FILE
 from orchestrator.roles import ConfigRoles, parses_command_line, suggest_roles, validate_roles
 from orchestrator.runner import RunOutcome, start_run
 from orchestrator.runs import SetupError
+from orchestrator.template import holes, read_sections
 from orchestrator.tiny_agent import TINY_AGENT
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -114,7 +117,9 @@ def formal_proposal(ex: Example, answer: dict[str, Any]) -> dict[str, Any]:
 
 
 def faults(train_text: str) -> list[tuple[str, str]]:
-    """(correct line, faulty line) pairs found in this train.py: an import and a runtime fault."""
+    """(correct line, faulty line) pairs found in this train.py's CUSTOMIZE sections: an import and a runtime
+    fault."""
+    train_text = "".join(hole.text for hole in holes(read_sections(train_text)))
     found = []
     # the prompt module first: a misspelt helpers import would also trip the static dispatch rule
     module_import = (re.search(r"^(\s*(?:import|from)\s+)(prompt_template)\b(.*)$", train_text, re.M)
@@ -130,14 +135,15 @@ def faults(train_text: str) -> list[tuple[str, str]]:
     return found
 
 
-def _files(folder: Path, names: tuple[str, ...], replaced: list[tuple[str, str]] = ()) -> str:
-    blocks = []
-    for name in names:
-        text = (folder / name).read_text()
-        for old, new in replaced:
-            text = text.replace(old, new, 1)
-        blocks.append(f"FILE: {name}\n````\n{text}````\n")
-    return "\n".join(blocks)
+def _files(folder: Path, names: tuple[str, ...]) -> str:
+    return "\n".join(f"FILE: {name}\n````\n{(folder / name).read_text()}````\n" for name in names)
+
+
+def _faulty(path: Path, found: list[tuple[str, str]]) -> str:
+    text = path.read_text()
+    for old, new in found:
+        text = text.replace(old, new, 1)
+    return text
 
 
 def _edit(path: str, search: str, replace: str) -> str:
@@ -153,7 +159,7 @@ def transcript(ex: Example) -> dict:
         reply("map_roles", f"```json\n{json.dumps(roles, indent=2)}\n```", 7100, 420),
         reply("generate_helpers", _files(ex.reference, ("helpers.py", "helper_readme.md")), 9200, 3100),
         reply("generate_prompts", _files(ex.reference, ("prompt_template.py",)), 5400, 1100),
-        reply("generate_train", _files(ex.reference, ("train.py",), [(old, new) for old, new in found]), 24800, 8900),
+        reply("generate_train", sections_answer(_faulty(ex.reference / "train.py", found)), 24800, 1500),
         reply("generate_launch", _files(ex.reference, ("launch_training.sh",)), 2600, 700),
         *[reply("fix", _edit("train.py", new, old), 15200 + 700 * i, 180 + 30 * i) for i, (old, new) in enumerate(found)],
         reply("formal_train", f"```json\n{json.dumps(proposal, indent=2)}\n```\nA CPU and a tiny model: a short run "

@@ -1,8 +1,8 @@
 """Parse an LLM's file answers and apply its SEARCH/REPLACE edits, on strings only.
 
-Two answer formats are used. Both are also available verbatim as
-``WHOLE_FILE_FORMAT`` and ``EDIT_FORMAT`` so prompts and error messages quote
-the same text.
+Three answer formats are used, available verbatim as ``WHOLE_FILE_FORMAT``,
+``SECTIONS_FORMAT`` and ``EDIT_FORMAT`` so prompts and error messages quote
+the same text. A generation answer's format problems are reported all at once.
 
 Whole file (generation), parsed by ``parse_files``::
 
@@ -20,6 +20,22 @@ Whole file (generation), parsed by ``parse_files``::
   that itself contains ``` lines (markdown) must be sent in a ```` fence.
 - Prose outside the blocks is ignored; a fence without a ``FILE:`` line is an
   error.
+
+Sections (train.py from the template), parsed by ``parse_sections``::
+
+    CUSTOMIZE 2: # === CUSTOMIZE ===
+    ```python
+    ...the code of the template's 2nd CUSTOMIZE section...
+    ```
+
+- One block per CUSTOMIZE section of the template, named by its number in
+  template order and its marker line; fences as for whole files.
+- The code is spliced between that marker line and the next marker line of
+  the template (``orchestrator.template.fill_holes``): GENERIC sections and
+  marker lines are the template's by construction. A repeated marker line at
+  the start of the code and an end marker at its end are dropped; any other
+  marker line in the code is an error, and so is a section left out, sent
+  twice, numbered past the last one or named by another marker line.
 
 Edit (fix), parsed by ``parse_edits``::
 
@@ -64,6 +80,9 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import NoReturn
 
+from orchestrator.template import (END, Section, describe_holes, fill_holes, holes, marker_kind, read_sections,
+                                   read_template, string_lines)
+
 WHOLE_FILE_FORMAT = """\
 FILE: path/to/file.py
 ```python
@@ -73,6 +92,18 @@ FILE: path/to/file.py
 Send one such block per file. The FILE: line comes right before the opening \
 fence. If the file itself contains ``` lines, open and close its block with \
 four backticks (````) instead of three."""
+
+SECTIONS_FORMAT = """\
+CUSTOMIZE 1: <the marker line of the template's 1st CUSTOMIZE section>
+```python
+<the code that fills it: what goes between that marker line and the next marker line, \
+at its indentation in train.py>
+```
+
+Send one such block per CUSTOMIZE section, numbered in template order, and \
+nothing of the GENERIC sections: train.py is built from the template, with \
+every GENERIC section and marker line copied as they are. If the code itself \
+contains ``` lines, open and close its block with four backticks (````)."""
 
 EDIT_FORMAT = """\
 FILE: path/to/file.py
@@ -89,6 +120,8 @@ around the change to make it unique. An empty SEARCH section only creates a \
 file that does not exist yet; never send a whole existing file again."""
 
 _FILE_LINE = re.compile(r"^[\s#*]*FILE:[\s*]*(.*?)\s*$")
+_SECTION_LINE = re.compile(r"^[\s#*]*(CUSTOMIZE\s+\d+\b.*?)[\s*]*$")
+_SECTION_NAME = re.compile(r"CUSTOMIZE\s+(\d+)[\s*]*(?::\s*(.*))?")
 _FENCE_OPEN = re.compile(r"^\s*(`{3,})[^`]*$")
 _FENCE_CLOSE = re.compile(r"^\s*(`{3,})\s*$")
 _SEARCH = re.compile(r"^<{5,9}\s*SEARCH\s*$")
@@ -134,50 +167,147 @@ class EditResult:
 
 
 def parse_files(text: str) -> list[FileBlock]:
-    """Return the whole-file blocks of an answer, in order."""
-    lines = _normalise(text).split("\n")
-    blocks: list[FileBlock] = []
-    pending: tuple[str, int] | None = None  # path and line number of a FILE: line
-    i = 0
-    while i < len(lines):
-        line, lineno = lines[i], i + 1
-        file_line = _FILE_LINE.match(line)
-        fence = _FENCE_OPEN.match(line)
-        if file_line:
-            if pending:
-                _files_error(pending[1], f"`FILE: {pending[0]}` is not followed by a code fence.")
-            pending = (_clean_path(file_line.group(1), lineno, WHOLE_FILE_FORMAT), lineno)
-        elif fence:
-            if pending is None:
-                _files_error(lineno, "this code fence has no `FILE: path` line before it.")
-            path = pending[0]
-            ticks = len(fence.group(1))
-            end = _closing_fence(lines, i + 1, ticks)
-            if end is None:
-                _files_error(
-                    lineno,
-                    f"the code fence opened here for {path} is never closed "
-                    f"(it needs a line of {ticks} or more backticks alone).",
-                )
-            if any(block.path == path for block in blocks):
-                _files_error(pending[1], f"{path} is sent twice; send each file once.")
-            blocks.append(FileBlock(path, _join(lines[i + 1 : end])))
-            pending = None
-            i = end
-        elif pending and line.strip():
-            _files_error(
-                pending[1],
-                f"`FILE: {pending[0]}` must be followed directly by the code fence "
-                f"holding the file, but line {lineno} is `{line.strip()}`.",
-            )
-        i += 1
-    if pending:
-        _files_error(pending[1], f"`FILE: {pending[0]}` is not followed by a code fence.")
+    """Return the whole-file blocks of an answer, in order; EditFormatError naming every problem at once."""
+    blocks, problems = read_files(text)
+    if problems:
+        raise format_error(problems, WHOLE_FILE_FORMAT)
     if not blocks:
         raise EditFormatError(
             "No file was found in the answer.\n\n" + _format_reminder(WHOLE_FILE_FORMAT)
         )
     return blocks
+
+
+def read_files(text: str) -> tuple[list[FileBlock], list[str]]:
+    """The whole-file blocks an answer holds, and its format problems ("Line N: ..."), all of them."""
+    blocks: list[FileBlock] = []
+    labelled, problems = _labelled_blocks(text, _FILE_LINE, "`FILE: path`")
+    for raw, lineno, content in labelled:
+        try:
+            path = _clean_path(raw, lineno, WHOLE_FILE_FORMAT)
+        except EditFormatError as error:
+            problems.append(str(error).split("\n\n", 1)[0])
+            continue
+        if any(block.path == path for block in blocks):
+            problems.append(f"Line {lineno}: {path} is sent twice; send each file once.")
+            continue
+        blocks.append(FileBlock(path, content))
+    return blocks, problems
+
+
+def parse_sections(text: str, template_text: str) -> str:
+    """train.py from an answer that fills each CUSTOMIZE section of the template (``SECTIONS_FORMAT``);
+    EditFormatError naming every problem at once, with the template's list of sections."""
+    spots = holes(read_template(template_text))
+    labelled, problems = _labelled_blocks(text, _SECTION_LINE, "`CUSTOMIZE N: marker line`")
+    bodies: dict[int, tuple[int, str]] = {}  # number -> (line of its label, code)
+    named: set[int] = set()  # numbers the answer gave, usable or not
+    for label, lineno, content in labelled:
+        name = _SECTION_NAME.fullmatch(label)
+        number = int(name.group(1)) if name else 0
+        if not 1 <= number <= len(spots):
+            problems.append(f"Line {lineno}: `{label}` names no CUSTOMIZE section of the template; they are "
+                            f"CUSTOMIZE 1 to CUSTOMIZE {len(spots)}.")
+            continue
+        hole = spots[number - 1]
+        named.add(number)
+        marker = (name.group(2) or "").replace("`", "").strip()
+        if number in bodies:
+            problems.append(f"Line {lineno}: CUSTOMIZE {number} is sent twice (lines {bodies[number][0]} and "
+                            f"{lineno}); send each section once.")
+        elif marker and " ".join(marker.split()[: len(hole.marker.split())]) != " ".join(hole.marker.split()):
+            problems.append(f"Line {lineno}: CUSTOMIZE {number} names the marker line `{marker}`, but the "
+                            f"template's CUSTOMIZE {number} (line {hole.start_line}) is `{hole.marker.strip()}`; "
+                            f"number the sections in template order.")
+        else:
+            code, problem = _section_code(content, hole)
+            if problem:
+                problems.append(f"Line {lineno}: the code of CUSTOMIZE {number} {problem}")
+            bodies[number] = (lineno, code)
+    missing = [str(n) for n in range(1, len(spots) + 1) if n not in named]
+    if missing:
+        problems.append(f"CUSTOMIZE {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing from the "
+                        f"answer; send every CUSTOMIZE section of the template, each once.")
+    if problems:
+        raise format_error(problems, SECTIONS_FORMAT,
+                           extra=f"The template's CUSTOMIZE sections, in order:\n{describe_holes(template_text)}")
+    return fill_holes(template_text, [bodies[n][1] for n in range(1, len(spots) + 1)])
+
+
+def sections_answer(train_text: str) -> str:
+    """The ``SECTIONS_FORMAT`` answer that gives back this train.py's CUSTOMIZE sections (a recorded answer)."""
+    blocks = []
+    for number, hole in enumerate(holes(read_sections(train_text)), start=1):
+        fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", hole.text)), default=0) + 1)
+        blocks.append(f"CUSTOMIZE {number}: {hole.marker.strip()}\n{fence}python\n{_with_newline(hole.text)}{fence}\n")
+    return "\n".join(blocks)
+
+
+def _section_code(content: str, hole: Section) -> tuple[str, str | None]:
+    """The code of a section as sent, less a repeated marker line at its start and an end marker at its end;
+    and what is wrong with it (a marker line inside), or None."""
+    lines = _normalise(content).split("\n")
+    filled = [i for i, line in enumerate(lines) if line.strip()]
+    if filled and lines[filled[0]].split() == hole.marker.split():
+        lines[filled[0]] = ""
+    if len(filled) > 1 and marker_kind(lines[filled[-1]]) == END:
+        lines[filled[-1]] = ""
+    code = "\n".join(lines).strip("\n") + "\n"
+    quoted = string_lines(code)
+    for number, line in enumerate(code.split("\n"), start=1):
+        if number not in quoted and marker_kind(line) is not None:
+            return code, (f"holds the marker line `{line.strip()}` (its line {number}); send only the code between "
+                          f"the section's marker line and the next one: the marker lines and the GENERIC sections "
+                          f"come from the template.")
+    return code, None
+
+
+def format_error(problems: list[str], fmt: str, extra: str = "") -> EditFormatError:
+    """One EditFormatError listing every problem of an answer, then `extra`, then the format."""
+    listed = "\n".join(f"- {p}" for p in problems)
+    return EditFormatError(f"{len(problems)} format error(s) in the answer:\n{listed}\n\n"
+                           + (f"{extra}\n\n" if extra else "") + _format_reminder(fmt))
+
+
+def _labelled_blocks(text: str, label: re.Pattern[str], what: str) -> tuple[list[tuple[str, int, str]], list[str]]:
+    """(label, line of the label, fenced content) for each label line followed by a code fence (blank lines
+    between are allowed), and every problem found ("Line N: ..."); reading goes on after a problem."""
+    lines = _normalise(text).split("\n")
+    blocks: list[tuple[str, int, str]] = []
+    problems: list[str] = []
+    pending: tuple[str, int, str] | None = None  # the label's value, its line number, the line as written
+    strayed = False  # text came between the pending label and its fence
+    i = 0
+    while i < len(lines):
+        line, lineno = lines[i], i + 1
+        labelled = label.match(line)
+        fence = _FENCE_OPEN.match(line)
+        if labelled:
+            if pending:
+                problems.append(f"Line {pending[1]}: `{pending[2]}` is not followed by a code fence.")
+            pending, strayed = (labelled.group(1), lineno, line.strip()), False
+        elif fence:
+            ticks = len(fence.group(1))
+            end = _closing_fence(lines, i + 1, ticks)
+            if pending is None:
+                problems.append(f"Line {lineno}: this code fence has no {what} line before it.")
+            elif end is None:
+                problems.append(f"Line {lineno}: the code fence opened here for {pending[0]} is never closed "
+                                f"(it needs a line of {ticks} or more backticks alone).")
+            else:
+                blocks.append((pending[0], pending[1], _join(lines[i + 1 : end])))
+            if end is None:
+                return blocks, problems
+            pending = None
+            i = end
+        elif pending and line.strip() and not strayed:
+            problems.append(f"Line {pending[1]}: `{pending[2]}` must be followed directly by the code fence "
+                            f"holding it, but line {lineno} is `{line.strip()}`.")
+            strayed = True  # the fence after the stray text is still read as this label's block
+        i += 1
+    if pending:
+        problems.append(f"Line {pending[1]}: `{pending[2]}` is not followed by a code fence.")
+    return blocks, problems
 
 
 def parse_edits(text: str) -> list[Edit]:
@@ -207,9 +337,7 @@ def parse_edits(text: str) -> list[Edit]:
             i = _past_block(lines, i)
         i += 1
     if problems:
-        listed = "\n".join(f"- {p}" for p in problems)
-        raise EditFormatError(f"{len(problems)} format error(s) in the answer:\n{listed}\n\n"
-                              + _format_reminder(EDIT_FORMAT))
+        raise format_error(problems, EDIT_FORMAT)
     if not edits:
         raise EditFormatError(
             "No SEARCH/REPLACE block was found in the answer.\n\n" + _format_reminder(EDIT_FORMAT)
@@ -281,10 +409,6 @@ def _clean_path(raw: str, lineno: int, fmt: str) -> str:
     if problem:
         raise EditFormatError(f"Line {lineno}: {problem}\n\n{_format_reminder(fmt)}")
     return posixpath.normpath(path)
-
-
-def _files_error(lineno: int, problem: str) -> NoReturn:
-    raise EditFormatError(f"Line {lineno}: {problem}\n\n{_format_reminder(WHOLE_FILE_FORMAT)}")
 
 
 def _edits_error(lineno: int, problem: str) -> NoReturn:

@@ -8,6 +8,9 @@ Markers may be indented (a hole inside a class body) and are recognised loosely 
 length, a hyphen for the em dash, case, words after the label), so a researcher's spelling is taken
 as theirs; a generated train.py must then repeat each of the template's marker lines exactly. A line
 inside a multi-line string (a docstring that shows the markers) is never a marker.
+
+Step 3 fills the holes (`fill_holes`): train.py is the template with new code in its CUSTOMIZE
+sections, every other line the template's own.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 
 GENERIC = "generic"
 CUSTOMIZE = "customize"
-_END = "end"
+END = "end"
 
 _MARKER = re.compile(r"^\s*#\s*={2,}\s*(?P<label>[^=]*?)\s*={2,}.*$")
 
@@ -56,7 +59,7 @@ def marker_kind(line: str) -> str | None:
         return None
     label = re.sub(r"[^A-Z]", "", match["label"].upper())
     if label.startswith("END") and ("GENERIC" in label or "CUSTOMI" in label or label == "END"):
-        return _END
+        return END
     if label.startswith("GENERIC"):
         return GENERIC
     if label.startswith("CUSTOMI"):  # CUSTOMIZE or CUSTOMISE
@@ -81,7 +84,7 @@ def read_sections(text: str) -> list[Section]:
         if kind is None:
             body.append(line)
             continue
-        if kind == _END:
+        if kind == END:
             if open_section is None:
                 raise TemplateError(number, f"{line.strip()!r} closes no open section; remove it or put a "
                                             f"'# === CUSTOMIZE ===' or '# === GENERIC — DO NOT MODIFY ===' line before it")
@@ -123,13 +126,66 @@ def outside_lines(text: str, sections: list[Section]) -> list[tuple[int, str]]:
     inside: set[int] = set()
     for section in sections:
         inside.update(range(section.start_line, section.end_line + 1))
-    ends = {number for number, line in enumerate(split_lines(text), start=1) if marker_kind(line) == _END}
+    ends = {number for number, line in enumerate(split_lines(text), start=1) if marker_kind(line) == END}
     return [(number, line.rstrip()) for number, line in enumerate(split_lines(text), start=1)
             if number not in inside and number not in ends and line.strip()]
 
 
 def generic_text(sections: list[Section]) -> str:
     return "".join(s.text for s in sections if s.kind == GENERIC)
+
+
+def holes(sections: list[Section]) -> list[Section]:
+    """The CUSTOMIZE sections, in order: CUSTOMIZE k is holes(...)[k - 1]."""
+    return [s for s in sections if s.kind == CUSTOMIZE]
+
+
+def describe_holes(template_text: str) -> str:
+    """One line per CUSTOMIZE section of a template, as an answer must name them."""
+    lines = []
+    for number, hole in enumerate(holes(read_template(template_text)), start=1):
+        indent = len(hole.marker) - len(hole.marker.lstrip())
+        first = next((line.strip() for line in split_lines(hole.text) if line.strip()), "")
+        where = f"grpo_template.py line {hole.start_line}" + (f", indented {indent} spaces" if indent else "")
+        begins = f"; it begins `{first[:100]}`" if first else ""
+        lines.append(f"CUSTOMIZE {number}: {hole.marker.strip()}   ({where}{begins})")
+    return "\n".join(lines)
+
+
+def fill_holes(template_text: str, bodies: list[str]) -> str:
+    """The template with the k-th CUSTOMIZE section's lines replaced by bodies[k]; every other line (GENERIC
+    sections, marker lines, end markers, text outside the sections) is the template's, byte for byte.
+
+    A body keeps the template's blank lines before the next marker in place of its own trailing ones, and
+    a body written less indented than its marker (a hole inside a class) is shifted right to it as a whole.
+    """
+    spots = holes(read_template(template_text))
+    if len(bodies) != len(spots):
+        raise ValueError(f"the template has {len(spots)} CUSTOMIZE sections, {len(bodies)} bodies were given")
+    lines = split_lines(template_text)
+    for hole, body in reversed(list(zip(spots, bodies))):
+        fitted = _fitted(body, hole)
+        lines[hole.start_line: hole.end_line] = [fitted.replace("\n", "\r\n") if "\r\n" in template_text else fitted]
+    return "".join(lines)
+
+
+def _fitted(body: str, hole: Section) -> str:
+    code = [line if line.endswith("\n") else line + "\n"
+            for line in _without_blank_tail(split_lines(body.replace("\r\n", "\n")))]
+    want = len(hole.marker) - len(hole.marker.lstrip())
+    have = min((len(line) - len(line.lstrip()) for line in code if line.strip()), default=want)
+    if have < want:
+        code = [" " * (want - have) + line if line.strip() else line for line in code]
+    template_lines = split_lines(hole.text.replace("\r\n", "\n"))
+    blank_tail = len(template_lines) - len(_without_blank_tail(template_lines))
+    return "".join(code + template_lines[len(template_lines) - blank_tail:])
+
+
+def _without_blank_tail(lines: list[str]) -> list[str]:
+    end = len(lines)
+    while end and not lines[end - 1].strip():
+        end -= 1
+    return lines[:end]
 
 
 def split_lines(text: str) -> list[str]:

@@ -114,7 +114,12 @@ GENERATION_STEPS = {
 
 
 def file_answer(*names: str, folder: Path = REFERENCE) -> str:
-    """An LLM answer in the whole-file format, with the reference files' contents."""
+    """A generation step's answer with the reference files' contents: whole files, except train.py, which
+    Step 3 answers with its CUSTOMIZE sections."""
+    from orchestrator.edits import sections_answer
+
+    if names == ("train.py",):
+        return sections_answer((folder / "train.py").read_text())
     return "\n".join(f"FILE: {name}\n````\n{(folder / name).read_text()}````\n" for name in names)
 
 

@@ -66,32 +66,40 @@ def assert_history_is_every_attempt(project: Path, outcome) -> None:
 
 
 def test_a_generic_line_changed_past_column_80_is_restored_from_the_diff(project, tmp_path, httpserver, monkeypatch):
+    """Step 3 cannot change GENERIC code (its answer is the CUSTOMIZE sections); a sloppy fix can, and the rules
+    catch it after that edit, with a diff the next fix restores the line from."""
     generic = "".join(s.text for s in read_template((SOURCE_OF_TRUTH / "grpo_template.py").read_text())
                       if s.kind == "generic")
     train = (REFERENCE / "train.py").read_text()
     line = next(l for l in generic.splitlines() if len(l) > 100 and l.endswith(")") and train.count(l) == 1)
     changed = line[:-1] + " " + line[-1]  # one space, past column 80
+    fault = ("import prompt_template\n", "import prompt_templates\n")
 
     def fix(asked: str, shown: str) -> str:
+        if "No module named 'prompt_templates'" in asked:  # repairs the import, and touches a GENERIC line
+            return edit("train.py", "import prompt_templates", "import prompt_template") + edit("train.py", line, changed)
         minus = re.search(r"^-(?!--)(.*)$", asked, re.M)  # the diff's template line, whole
         plus = re.search(r"^\+(?!\+\+)(.*)$", asked, re.M)
         return edit("train.py", plus.group(1), minus.group(1)) if minus and plus else "I cannot see the change."
 
-    server = PromptDrivenServer(httpserver, model(tmp_path, {"train.py": (line, changed)}, fix))
+    server = PromptDrivenServer(httpserver, model(tmp_path, {"train.py": fault}, fix))
     outcome = run(project, server, monkeypatch)
     assert outcome.status == "done", outcome.reason
     assert [(a["check"], a["outcome"]) for a in outcome.state["attempts"] if a["node"] == "fix"] == [
-        ("rules", "edited train.py")]
-    assert line in (project / "workspace/generated/train.py").read_text()
+        ("import_check", "edited train.py"), ("rules", "edited train.py")]
+    assert (project / "workspace/generated/train.py").read_text() == train
     assert_history_is_every_attempt(project, outcome)
 
 
 def test_an_unknown_action_is_renamed_to_the_helper_the_evidence_lists(project, tmp_path, httpserver, monkeypatch):
+    seen: list[str] = []
+
     def fix(asked: str, shown: str) -> str:
         unknown = re.search(r"offers action '(\w+)'", asked)
         valid = re.search(r"the action helpers are: ([\w, ]+)", asked)
         if not (unknown and valid):
             return "I do not know which names are valid."
+        seen.append(shown)
         menu = shown[shown.index("=== FILE: prompt_template.py ==="):]
         menu = menu[:menu.find("=== FILE:", 10)]
         missing = next(n for n in valid.group(1).split(", ") if f'"{n}"' not in menu)
@@ -103,6 +111,7 @@ def test_an_unknown_action_is_renamed_to_the_helper_the_evidence_lists(project, 
     assert outcome.status == "done", outcome.reason
     menu = (project / "workspace/generated/prompt_template.py").read_text()
     assert '"stay": "{} - do nothing"' in menu and '"wait"' not in menu  # all six actions kept
+    assert seen and "=== FILE: train.py ===" not in seen[0]  # the fix prompt shows what the evidence names
     assert_history_is_every_attempt(project, outcome)
 
 

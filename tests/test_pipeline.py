@@ -79,12 +79,67 @@ def test_a_malformed_answer_is_fed_back_once(project: Path, tmp_path: Path):
     assert outcome.state["ledger"]["generate_prompts"]["calls"] == 2
 
 
-def test_an_answer_malformed_twice_blocks_the_run_with_a_report(project: Path, tmp_path: Path):
+def history_subjects(project: Path) -> list[str]:
+    return git.Repo(project / "workspace").git.log("run/r1", "--format=%s").splitlines()[::-1][1:]  # less init
+
+
+def test_an_answer_malformed_twice_blocks_the_run_with_a_report_and_a_commit(project: Path, tmp_path: Path):
     bad = {"tag": "generate_helpers", "text": "no files here", "usage": {"input_tokens": 1, "output_tokens": 1}}
     outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", [roles_reply(), bad, bad]), run_id="r1")
     assert outcome.status == "blocked"
     assert "malformed" in outcome.reason
     assert "blocked" in (project / "runs/r1/report.md").read_text()
+    assert history_subjects(project)[-1] == "generate_helpers attempt 1: malformed"
+    assert len(history_subjects(project)) == len(outcome.state["attempts"])
+
+
+def test_a_mapping_unusable_twice_is_a_commit_too(project: Path, tmp_path: Path):
+    bad = {"tag": "map_roles", "text": "I am not sure.", "usage": {"input_tokens": 1, "output_tokens": 1}}
+    outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", [bad, bad]), run_id="r1")
+    assert outcome.status == "blocked"
+    assert history_subjects(project)[-1] == "map_roles attempt 1: malformed"
+    assert len(history_subjects(project)) == len(outcome.state["attempts"])
+
+
+def test_one_re_ask_names_every_problem_of_a_generation_answer(project: Path, httpserver: HTTPServer, monkeypatch):
+    """A model that repairs only what it is told: Step 1 puts prose between a FILE line and its fence and
+    leaves helper_readme.md out; Step 3 sends CUSTOMIZE 1 twice and leaves CUSTOMIZE 2 out. One re-ask
+    each names all of it, and both steps converge."""
+    asked: dict[str, list[str]] = {"Step 1": [], "Step 3": []}
+
+    def respond(request: Request) -> Response:
+        body = json.loads(request.data)
+        first, last = body["messages"][0]["content"][-1]["text"], body["messages"][-1]["content"]
+        told = last if len(body["messages"]) > 1 else ""
+        step = first[:6]
+        if step in asked:
+            asked[step].append(told)
+        if step == "Step 1":
+            helpers = file_answer("helpers.py")
+            if "must be followed directly by the code fence" not in told:
+                helpers = helpers.replace("\n````\n", "\nHere it is:\n````\n", 1)
+            readme = file_answer("helper_readme.md") if "missing helper_readme.md" in told else ""
+            return answer(body, helpers + readme)
+        if step == "Step 3":
+            sections = file_answer("train.py").split("\nCUSTOMIZE ")
+            if "CUSTOMIZE 1 is sent twice" not in told:
+                sections.insert(1, sections[0].removeprefix("CUSTOMIZE "))
+            if "CUSTOMIZE 2 is missing" not in told:
+                sections = [s for s in sections if not s.startswith("2:")]
+            return answer(body, "\nCUSTOMIZE ".join(sections))
+        return _answer(request)
+
+    httpserver.expect_request("/v1/messages", method="POST").respond_with_handler(respond)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", httpserver.url_for(""))
+    outcome = start_run(project, llm="anthropic", run_id="r1")
+    assert outcome.status == "done", outcome.reason
+    assert asked["Step 1"][1].startswith("Your answer could not be used: 2 format error(s)")
+    assert asked["Step 3"][1].startswith("Your answer could not be used: 2 format error(s)")
+    assert "CUSTOMIZE 2: # === CUSTOMIZE ===   (grpo_template.py line 78" in asked["Step 3"][1]
+    assert (project / "workspace/generated/train.py").read_text() == (REFERENCE / "train.py").read_text()
+    assert outcome.state["ledger"]["generate_helpers"]["calls"] == outcome.state["ledger"]["generate_train"]["calls"] == 2
+    assert len(history_subjects(project)) == len(outcome.state["attempts"])
 
 
 def test_budget_stops_at_a_node_boundary_and_resume_with_a_higher_cap_continues(project: Path, tmp_path: Path):

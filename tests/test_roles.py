@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import SOURCE_OF_TRUTH, write_transcript
+from conftest import SOURCE_OF_TRUTH, file_answer, write_transcript
 
 from orchestrator.checks import RuntimeCheckSpec
 from orchestrator.config_file import field_defaults, field_help, field_kinds, load_config_class, set_values
@@ -123,7 +123,7 @@ def test_a_template_without_flags_gets_its_short_run_through_the_config(tmp_path
     guess = suggest_roles(field_kinds(load_config_class(project / "source_of_truth" / "grpo_config.py")),
                           cli_possible=False)
     replies = [{"tag": "map_roles", "text": f"```json\n{json.dumps(guess)}\n```"}] + [
-        {"tag": tag, "text": "\n".join(f"FILE: {n}\n````\n{(reference / n).read_text()}````\n" for n in names)}
+        {"tag": tag, "text": file_answer(*names, folder=reference)}
         for tag, names in (("generate_helpers", ("helpers.py", "helper_readme.md")),
                            ("generate_prompts", ("prompt_template.py",)), ("generate_train", ("train.py",)),
                            ("generate_launch", ("launch_training.sh",)))]

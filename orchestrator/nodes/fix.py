@@ -79,8 +79,9 @@ def fix(state: RunState, runtime: Runtime[RunContext]) -> dict:
     tried = previous_fixes(state, evidence["check"])
     escalated = should_escalate(evidence, tried)
     current = {name: ctx.workspace.read(f"{GENERATED_DIR}/{name}") for name in EDITABLE}
-    shown = [n for n in EDITABLE if current[n] is not None] if escalated else \
-        [n for n in dict.fromkeys([*evidence.get("files", []), "train.py"]) if current.get(n) is not None]
+    # the files the evidence names (train.py when it names none); every file only when escalated
+    named = [n for n in evidence.get("files", []) if current.get(n) is not None] or ["train.py"]
+    shown = [n for n in EDITABLE if current[n] is not None] if escalated else named
     # a protected file the evidence names is shown too, marked read-only, so the model can restore from it
     read_only = [n for n in PROTECTED_FILES if n in evidence["text"] or n in evidence.get("files", [])]
     blocks = {n: current[n] or "" for n in shown}

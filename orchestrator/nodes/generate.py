@@ -1,6 +1,10 @@
-"""Steps 1-4: each generate node asks the LLM for whole files, writes them, commits the attempt.
+"""Steps 1-4: each generate node asks the LLM for its files, writes them, commits the attempt.
 
-A step whose outputs already exist and pass their guards is skipped: no tokens are spent (re-runs).
+Steps 1, 2 and 4 are answered with whole files. Step 3 is answered with the code of the template's
+CUSTOMIZE sections only, and train.py is the template with that code spliced in: its GENERIC sections
+and marker lines are the researcher's by construction, and the answer grows with the holes, not with
+the template. A step whose outputs already exist and pass their guards is skipped: no tokens are
+spent (re-runs). Every attempt is a commit, an empty one when the answer stayed malformed.
 """
 
 from __future__ import annotations
@@ -14,14 +18,14 @@ from langgraph.runtime import Runtime
 from orchestrator.actionlog import Event
 from orchestrator.asking import ask
 from orchestrator.checks import LOG_NAME
-from orchestrator.edits import WHOLE_FILE_FORMAT, parse_files
+from orchestrator.edits import SECTIONS_FORMAT, WHOLE_FILE_FORMAT, format_error, parse_sections, read_files
 from orchestrator.rules import check_folder, errors
 from orchestrator.limits import ensure_budget
 from orchestrator.probe import ProbeResult, probe
 from orchestrator.prompts import file_blocks, render
 from orchestrator.roles import ConfigRoles
 from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
-from orchestrator.template import generic_text, read_template
+from orchestrator.template import describe_holes, generic_text, read_template
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class Step:
     outputs: tuple[str, ...]
     inputs: tuple[str, ...]
     reason: str
+    fills_template: bool = False  # answered with the template's CUSTOMIZE sections (one output, train.py)
     max_tokens: int = 16000
 
 
@@ -40,7 +45,7 @@ STEPS = (
          "Step 2: prompt_template.py from the helpers and their readme"),
     Step("generate_train", ("train.py",),
          ("env_move.py", "grpo_config.py", "grpo_template.py", "helpers.py", "helper_readme.md", "prompt_template.py"),
-         "Step 3: train.py, the template with its CUSTOMIZE holes filled", max_tokens=32000),
+         "Step 3: train.py, the template with its CUSTOMIZE holes filled", fills_template=True),
     Step("generate_launch", ("launch_training.sh",), ("grpo_config.py",),
          "Step 4: launch_training.sh from a probe of this machine's GPUs and SLURM"),
 )
@@ -52,12 +57,18 @@ def outputs_pass(ctx: RunContext, step: Step) -> bool:
     return not errors(check_folder(ctx.generated, ctx.source_of_truth, only=step.outputs))
 
 
-def parse_outputs(step: Step) -> Callable[[str], dict[str, str]]:
+def parse_outputs(step: Step, template_text: str) -> Callable[[str], dict[str, str]]:
+    """The step's outputs from an answer; EditFormatError naming every problem of the answer at once."""
     def parse(text: str) -> dict[str, str]:
-        files = {block.path.rsplit("/", 1)[-1]: block.content for block in parse_files(text)}
+        if step.fills_template:
+            return {step.outputs[0]: parse_sections(text, template_text)}
+        blocks, problems = read_files(text)
+        files = {block.path.rsplit("/", 1)[-1]: block.content for block in blocks}
         missing = [name for name in step.outputs if name not in files]
         if missing:
-            raise ValueError(f"the answer must contain {', '.join(step.outputs)}; missing {', '.join(missing)}")
+            problems.append(f"the answer must contain {', '.join(step.outputs)}; missing {', '.join(missing)}")
+        if problems:
+            raise format_error(problems, WHOLE_FILE_FORMAT)
         return {name: files[name] for name in step.outputs}
     return parse
 
@@ -70,6 +81,7 @@ def step_variables(state: RunState, ctx: RunContext, step: Step) -> dict[str, ob
         logs = roles.field_of("log_folder") or roles.field_of("output_folder")
         sample = roles.field_of("sample_every")
         return {"roles": roles.describe(), "logging_in_template": LOG_NAME in generic_text(read_template(template)),
+                "sections": describe_holes(template), "sections_format": SECTIONS_FORMAT,
                 "log_folder": f"the folder of the config's `{logs}` field" if logs else "the working directory",
                 "sample_every": f"`config.{sample}`" if sample else "10"}
     if step.node == "generate_launch":
@@ -102,17 +114,20 @@ def generate(state: RunState, ctx: RunContext, step: Step) -> dict:
     attempt = attempt_count(state, step.node) + 1
     inputs = {name: ctx.workspace.read(f"{GENERATED_DIR}/{name}") or "" for name in step.inputs}
     ctx.on_event(f"{step.node}: asking the LLM ({step.reason})")
+    template = ctx.workspace.read(f"{GENERATED_DIR}/grpo_template.py") or ""
     answer = ask(ctx.llm, [{"role": "user", "content": render(step.node, ctx.prompts_dir, **variables)}],
-                 parse_outputs(step), system=render("system", ctx.prompts_dir), tag=step.node,
+                 parse_outputs(step, template), system=render("system", ctx.prompts_dir), tag=step.node,
                  cache_prefix=file_blocks(inputs), max_tokens=step.max_tokens)
     row = answer.ledger_row()
     tokens = int(row["tokens"])
     if answer.parsed is None:
         reason = f"{step.node}: the LLM's answer stayed malformed after a re-ask: {answer.error}"
+        sha = ctx.workspace.commit([], node=step.node, attempt=attempt, outcome="malformed", tokens=tokens,
+                                   body=reason, allow_empty=True)
         ctx.log.record(Event(ctx.run_id, step.node, "llm_generate", step.reason, f"blocked: {answer.error}",
-                             tokens=tokens, cost_usd=answer.cost_usd))
+                             tokens=tokens, cost_usd=answer.cost_usd, extra={"sha": sha}))
         return {**update, "ledger": {step.node: row}, "status": "blocked", "exit_reason": reason,
-                "attempts": [{"node": step.node, "attempt": attempt, "outcome": "malformed", "sha": None,
+                "attempts": [{"node": step.node, "attempt": attempt, "outcome": "malformed", "sha": sha,
                               "tokens": tokens, "cost_usd": answer.cost_usd}]}
     paths = []
     for name, text in answer.parsed.items():

@@ -44,13 +44,14 @@ def review(state: RunState, runtime: Runtime[RunContext]) -> dict:
     tokens = int(row["tokens"])
     attempt = attempt_count(state, "review") + 1
     if answer.parsed is None:
-        outcome, sha = f"no usable ideas: {answer.error[:200]}", None
+        outcome, paths = f"no usable ideas: {answer.error[:200]}", []
     else:
         ctx.workspace.write(IDEAS_FILE, answer.parsed)
         (ctx.run_dir / IDEAS_FILE).write_text(answer.parsed)
         ideas = answer.parsed.count("\n## ") + answer.parsed.startswith("## ")
-        outcome = f"{ideas} ideas written, none applied"
-        sha = ctx.workspace.commit([IDEAS_FILE], node="review", attempt=attempt, outcome=outcome, tokens=tokens)
+        outcome, paths = f"{ideas} ideas written, none applied", [IDEAS_FILE]
+    # every attempt is a commit, an empty one when the answer gave nothing usable
+    sha = ctx.workspace.commit(paths, node="review", attempt=attempt, outcome=outcome, tokens=tokens, allow_empty=True)
     ctx.log.record(Event(ctx.run_id, "review", "llm_review", "ideas from the formal run's samples, for the researcher",
                          outcome, tokens=tokens, cost_usd=answer.cost_usd, extra={"sha": sha}))
     ctx.on_event(f"review: {outcome}")

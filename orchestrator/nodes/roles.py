@@ -61,10 +61,12 @@ def map_roles(state: RunState, runtime: Runtime[RunContext]) -> dict:
     attempt = attempt_count(state, "map_roles") + 1
     if answer.parsed is None:
         reason = f"map_roles: the LLM's mapping stayed unusable after a re-ask: {answer.error}"
+        sha = ctx.workspace.commit([], node="map_roles", attempt=attempt, outcome="malformed", tokens=tokens,
+                                   body=reason, allow_empty=True)
         ctx.log.record(Event(ctx.run_id, "map_roles", "llm_map_roles", REASON, f"blocked: {answer.error}",
-                             tokens=tokens, cost_usd=answer.cost_usd))
+                             tokens=tokens, cost_usd=answer.cost_usd, extra={"sha": sha}))
         return {"ledger": {"map_roles": row}, "status": "blocked", "exit_reason": reason,
-                "attempts": [{"node": "map_roles", "attempt": attempt, "outcome": "malformed", "sha": None,
+                "attempts": [{"node": "map_roles", "attempt": attempt, "outcome": "malformed", "sha": sha,
                               "tokens": tokens, "cost_usd": answer.cost_usd}]}
     roles = answer.parsed
     ctx.workspace.write(ROLES_FILE, json.dumps({"roles": roles.fields, "delivery": roles.delivery,
