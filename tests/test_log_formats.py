@@ -13,7 +13,7 @@ from pathlib import Path
 import git
 import pytest
 
-from conftest import GENERATION_STEPS, copy_generated_set, file_answer, roles_reply, write_transcript
+from conftest import GENERATION_STEPS, copy_generated_set, edit_file, file_answer, roles_reply, write_transcript
 from log_corpus import FORMATS, LEARNED_ONLY, format_variant, with_format, write_log
 from orchestrator.checks import RuntimeCheckSpec, run_runtime_check
 from orchestrator.logformat import (LOG_FORMAT_FILE, LogFormat, format_from_answer, logging_code_hash, parse_log,
@@ -248,8 +248,7 @@ def test_each_format_passes_a_real_runtime_check_with_status_and_curves(tmp_path
 @pytest.mark.tiny_agent("cleanup")
 def test_a_launch_script_that_ignores_the_process_count_is_evidence_for_a_fix(tmp_path: Path):
     folder = copy_generated_set(tmp_path / "generated")
-    launch = folder / "launch_training.sh"
-    launch.write_text(launch.read_text().replace('CPU_PROCESSES="${CPU_PROCESSES:-1}"', "CPU_PROCESSES=1"))
+    edit_file(folder, "launch_training.sh", lambda text: text.replace('"${CPU_PROCESSES:-1}"', "1"))
     from orchestrator.tiny_agent import local_tiny_agent
 
     agent = local_tiny_agent(Path(__file__).resolve().parents[1], folder)

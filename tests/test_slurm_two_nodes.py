@@ -233,8 +233,8 @@ def test_a_node_losing_its_training_process_fails_the_job_with_that_ranks_report
           f"{time.monotonic() - at:.1f} s later: {result.anomalies[0].message}")
     assert node == "node2"
     assert result.status == "failed" and result.failure_class == "killed"
-    assert f"rank 1 on node2 failed first, exit code -9: Signal 9 (SIGKILL) received by PID {pid}" in \
-        result.anomalies[0].message
+    assert (f"failed first: rank 1 (local_rank: 0) on node2: exit code -9 (Signal 9 (SIGKILL) received by PID {pid})"
+            in result.anomalies[0].message)
     assert "host      : node2" in result.anomalies[0].evidence
     assert time.monotonic() - at < 60  # it ended by itself, long before the monitor would call it hung
     assert slurm_cluster.scontrol_job(job.slurm_job_id)["JobState"] == "FAILED"

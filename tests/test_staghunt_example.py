@@ -496,13 +496,15 @@ def test_one_update_with_signal_changes_every_parameter(train_module, tmp_path):
 
 
 # ---------------------------------------------------------------- launcher
-@pytest.mark.parametrize("gpus, cuda_visible, expected", [
-    (0, None, "--cpu --num_processes 1"),
-    (1, None, "--num_processes 1 --main_process_port 29500 --num_machines"),
-    (4, None, "--num_processes 4 --main_process_port 29500 --multi_gpu"),
-    (4, "2,3", "--num_processes 2 --main_process_port 29500 --multi_gpu"),
+@pytest.mark.parametrize("gpus, cuda_visible, cpu_processes, expected", [
+    (0, None, None, "--cpu --num_processes 1"),
+    (0, None, "2", "--multi_gpu --num_processes 2 --main_process_port 29500"),
+    (1, None, "2", "--num_processes 1 --main_process_port 29500 --num_machines"),
+    (4, None, None, "--num_processes 4 --main_process_port 29500 --multi_gpu"),
+    (4, "2,3", None, "--num_processes 2 --main_process_port 29500 --multi_gpu"),
 ])
-def test_launcher_always_uses_accelerate_one_process_per_gpu_or_the_cpu(tmp_path, gpus, cuda_visible, expected):
+def test_launcher_always_uses_accelerate_one_process_per_gpu_or_the_cpu(tmp_path, gpus, cuda_visible, cpu_processes,
+                                                                       expected):
     shutil.copy2(GENERATED / "launch_training.sh", tmp_path / "launch_training.sh")
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
@@ -511,8 +513,11 @@ def test_launcher_always_uses_accelerate_one_process_per_gpu_or_the_cpu(tmp_path
     (fake_bin / "nvidia-smi").chmod(0o755)
     env = {**os.environ, "PATH": f"{fake_bin}:{os.environ['PATH']}", "PYTHON": "echo"}
     env.pop("CUDA_VISIBLE_DEVICES", None)
+    env.pop("CPU_PROCESSES", None)
     if cuda_visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = cuda_visible
+    if cpu_processes is not None:
+        env["CPU_PROCESSES"] = cpu_processes
     proc = subprocess.run(["bash", str(tmp_path / "launch_training.sh"), "--max_steps", "3", "--output_dir", "a b"],
                           cwd="/", env=env, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0, proc.stderr

@@ -2,8 +2,9 @@
 # GRPO training on the Stag Hunt game, always through `accelerate launch`.
 #   sbatch launch_training.sh [--field value ...]   on a SLURM cluster (one node)
 #   bash launch_training.sh [--field value ...]     directly; every argument goes to train.py
-# GPUs found with `nvidia-smi -L`: one process per GPU. No GPU: one CPU process (--cpu).
-# Environment: PYTHON (interpreter, default python), MAIN_PORT (default 29500).
+# GPUs found with `nvidia-smi -L`: one process per GPU. No GPU: one CPU process (--cpu), or CPU_PROCESSES
+# gloo processes on the CPU (e.g. CPU_PROCESSES=2 for a distributed check).
+# Environment: PYTHON (interpreter, default python), MAIN_PORT (default 29500), CPU_PROCESSES (default 1).
 #SBATCH --job-name=grpo-staghunt
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1
@@ -35,6 +36,10 @@ if [ "${NUM_GPUS}" -gt 0 ]; then
     if [ "${NUM_GPUS}" -gt 1 ]; then
         DEVICE_ARGS+=(--multi_gpu)
     fi
+elif [ "${CPU_PROCESSES:-1}" -gt 1 ]; then
+    # --cpu starts one process; --multi_gpu with ACCELERATE_USE_CPU makes a gloo group on the CPU
+    export ACCELERATE_USE_CPU=true
+    DEVICE_ARGS=(--multi_gpu --num_processes "${CPU_PROCESSES}" --main_process_port "${MAIN_PORT:-29500}")
 else
     DEVICE_ARGS=(--cpu --num_processes 1)
 fi
