@@ -133,7 +133,7 @@ def run_guards(folder: Path, source_of_truth: Path) -> CheckResult:
 
 def run_import_check(folder: Path, timeout_s: float = 300.0) -> CheckResult:
     """Phase 1 and the contract on a real game: one fresh interpreter imports helpers, prompt_template and
-    train (the first that fails is the evidence), then runs the dynamic rules (rules/contract_probe.py)."""
+    train (the first that fails is the evidence), then runs the dynamic rules (rules/probe/contract.py)."""
     answer = probe_folder(folder, timeout_s)
     result = answer.result
     if result.timed_out:

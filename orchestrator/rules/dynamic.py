@@ -1,4 +1,4 @@
-"""The dynamic layer: `contract_probe.py` runs the generated modules on a real game in a fresh
+"""The dynamic layer: `probe/contract.py` runs the generated modules on a real game in a fresh
 interpreter (never in the orchestrator's process), and its answer becomes import evidence or
 violations of the contract."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from orchestrator.execution import ExecutionResult, execute
 from orchestrator.rules.static import Violation
 
-PROBE = Path(__file__).with_name("contract_probe.py")
+PROBE = Path(__file__).with_name("probe") / "contract.py"
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 A sloppy or scheming code writer can leave env_move.py byte-identical and still change what runs, make
 one helper call another without a direct call, or drift the action names at run time. Each rule is a
-pure function over parsed texts; the dynamic layer (contract_probe.py) catches what the AST cannot.
+pure function over parsed texts; the dynamic layer (probe/contract.py) catches what the AST cannot.
 
 - protected-module-patched: no generated file assigns to, deletes or `setattr`s an attribute of
   env_move, grpo_config or anything imported from them, nor writes `sys.modules` ("Do NOT modify

@@ -1,6 +1,6 @@
 """The dynamic layer's child: import a generated folder's modules and run them on a real game.
 
-Run as `python contract_probe.py FOLDER` (standard library only, nothing of the orchestrator is
+Run as `python contract.py FOLDER` (standard library only, nothing of the orchestrator is
 imported here, so the generated code meets a clean interpreter). It prints one JSON object:
 
     {"import_failed": MODULE, "traceback": TEXT}        a module did not import (Phase 1 of the brief)
