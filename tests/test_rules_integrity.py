@@ -1,6 +1,7 @@
 """The rules against a sloppy or scheming code writer, on both examples: each mutant kind is flagged with
-its own rule id, static ones by `check_folder`, dynamic ones by the import check's probe on a real game;
-controls that the brief allows pass. Mutants are built from each example's own files."""
+its own rule id by `check_folder` (the probe's mutants, which need a real game, are in
+test_rules_behaviour.py); controls that the brief allows pass. Mutants are built from each example's own
+files."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import pytest
 from conftest import edit_file, example_generated
 
 from orchestrator.checks import run_import_check
-from orchestrator.demo import example, recorded_roles
 from orchestrator.rules import check_folder, errors
 from orchestrator.rules.integrity import generic_names
 from orchestrator.rules.static import action_menus
@@ -99,40 +99,6 @@ STATIC: dict[str, Callable[[Path], None]] = {
     "launch-without-accelerate": launch(r"-m accelerate\.commands\.launch[^\n]*", "train.py \"$@\"", 0),
     "launch-syntax": lambda f: edit_file(f, "launch_training.sh", lambda t: t + "\nif then fi\n"),
 }
-
-DYNAMIC: dict[str, Callable[[Path], None]] = {
-    "helper-returns-non-bool": append("helpers.py", lambda f: "def idle_around(env, agent_id) -> bool:\n    return 'WAIT'"),
-    "helper-raises": append("helpers.py", lambda f: "def idle_around(env, agent_id) -> bool:\n    return undefined_name"),
-    "helper-calls-helper": append("helpers.py", lambda f: (
-        f"_STEPS = [{a_helper(f)}]\n\n\ndef relay_all(env, agent_id) -> bool:\n"
-        "    return all(step(env, agent_id) for step in _STEPS)")),
-    "observation-to-text": lambda f: edit_file(f, "helpers.py", lambda t: re.sub(
-        r"(def observation_to_text\([^)]*\)[^:]*:\n)", r'\1    return "You see a field."\n', t, count=1)),
-    "protected-module-patched": into_first_hole("import env_move as _game\n_game.render_patched = None"),
-    "config-invalid": lambda f: edit_file(f, "grpo_config.py", lambda t: re.sub(
-        rf"(\b{recorded_roles(example(f.name))['roles']['group_generations']}\s*:\s*int\s*=\s*(?:field\(default=)?)\d+",
-        r"\g<1>1", t, count=1)),
-}
-
-
-@pytest.mark.parametrize("kind", sorted(STATIC))
-@pytest.mark.parametrize("name", EXAMPLES)
-def test_static_rules_flag_each_mutant(tmp_path: Path, name: str, kind: str) -> None:
-    folder, source = example_generated(tmp_path, name)
-    STATIC[kind](folder)
-    found = {v.rule for v in errors(check_folder(folder, source))}
-    assert kind.split("/")[0] in found, found
-
-
-@pytest.mark.parametrize("kind", sorted(DYNAMIC))
-@pytest.mark.parametrize("name", EXAMPLES)
-def test_the_probe_on_a_real_game_flags_each_mutant(tmp_path: Path, name: str, kind: str) -> None:
-    folder, _ = example_generated(tmp_path, name)
-    DYNAMIC[kind](folder)
-    result = run_import_check(folder)
-    assert not result.passed and result.kind == "contract", result.summary
-    assert f"{kind} " in result.evidence, result.evidence
-
 
 CONTROLS: dict[str, Callable[[Path], None]] = {
     "value change": lambda f: edit_file(f, "grpo_config.py", lambda t: re.sub(r"(:\s*int\s*=\s*(?:field\(default=)?)(\d+)",

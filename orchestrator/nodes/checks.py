@@ -12,8 +12,9 @@ from typing import Callable
 from langgraph.runtime import Runtime
 
 from orchestrator.actionlog import Event
-from orchestrator.checks import CheckResult, run_guards, run_import_check, run_runtime_check, unset_roles_note
-from orchestrator.roles import ConfigRoles
+from orchestrator.checks import (CheckResult, launch_probe_args, run_guards, run_import_check, run_runtime_check,
+                                 unset_roles_note)
+from orchestrator.roles import CLI, ConfigRoles
 from orchestrator.state import RunContext, RunState
 from orchestrator.tiny_agent import TINY_AGENT, playing_model
 
@@ -59,12 +60,14 @@ def stubborn(state: RunState, check: str, fingerprint: str) -> bool:
 
 def rules(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
-    return record_check(state, ctx, run_guards(ctx.generated, ctx.source_of_truth))
+    cli = ConfigRoles.from_dict(state["roles"]).delivery == CLI if state.get("roles") else None
+    return record_check(state, ctx, run_guards(ctx.generated, ctx.source_of_truth,
+                                               launch_args=launch_probe_args(ctx.generated, cli)))
 
 
 def import_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
-    return record_check(state, ctx, run_import_check(ctx.generated))
+    return record_check(state, ctx, run_import_check(ctx.generated, source_of_truth=ctx.source_of_truth))
 
 
 def runtime_check(state: RunState, runtime: Runtime[RunContext]) -> dict:

@@ -1,35 +1,38 @@
-"""The dynamic layer's child: import a generated folder's modules and run them on a real game.
+"""The probe's main: import a generated folder's modules in this fresh interpreter, run them on a real
+game, and compare what they do with what the researcher's own code does.
 
-Run as `python contract.py FOLDER` (standard library only, nothing of the orchestrator is
-imported here, so the generated code meets a clean interpreter). It prints one JSON object:
+Run as `python -m orchestrator.rules.probe FOLDER PLAN_JSON` (dynamic.py builds the plan: the
+template's GENERIC and CUSTOMIZE names, read from its markers, and where the researcher's own env_move.py
+and grpo_template.py are). It prints one JSON object:
 
-    {"import_failed": MODULE, "traceback": TEXT}        a module did not import (Phase 1 of the brief)
-    {"violations": [{"rule", "file", "message"}, ...]}   what the running code breaks of the contract
+    {"import_failed": MODULE, "traceback": TEXT}                a module did not import (Phase 1 of the brief)
+    {"violations": [{"rule", "file", "message"}, ...], "note"}   what the running code breaks of the contract
 
-What it checks, each the dynamic side of a line of the brief:
+The order matters. Before any generated code runs, a clean copy of env_move and the template are imported
+apart, and the template's GENERIC functions are called on fixed inputs. Then helpers, prompt_template and
+train are imported (train with `__main__` bound to it, as under `accelerate launch`), the game is found
+and played, every helper, prompt builder and the dispatch are probed on copies of real game states, and
+only then, with all CUSTOMIZE code run, are GENERIC names, library objects and protected modules compared
+with their state before. Every call into generated code is seeded and guarded (values.guarded): the same
+files give the same verdict, and nothing is written.
+
+The rules, each the running side of a line of the brief (game.py, effects.py and generic.py hold theirs):
 - protected-module-shadowed: `env_move` and `grpo_config` resolve to the folder's own files.
-- protected-module-patched: importing helpers, prompt_template and train changes no function, method
-  or class attribute of `env_move` or `grpo_config` (code objects hashed before and after).
-- config-invalid: GRPOConfig() with the generated values passes the config's own validation.
+- protected-module-patched ("Do NOT modify env_move.py"): neither importing the generated modules nor
+  running them (the game factory, helpers, prompts, dispatch) changes a function, method, class attribute
+  or module-level value of env_move or grpo_config.
+- config-invalid ("you can change values"): GRPOConfig() with the generated values passes its own validation.
+- config-written-at-run-time ("Set configs via grpo_config.py or cmd parameters"): the CUSTOMIZE code the
+  probe runs with a config leaves every field of it as it was.
 - observation-to-text: `observation_to_text(game, 0)` returns text with at least one coordinate pair.
-- prompt-builder-output: both prompt builders return [{"role": str, "content": str}, ...].
-- unknown-action: every `"action": "NAME"` in the rendered prompts names an action helper.
-- helper-calls-helper: no public helper runs while another one is running (a profiler sees every
-  call, however the callee was reached: alias, table, lambda, `globals()`, `getattr`, a class).
-- helper-returns-non-bool, helper-raises: each action helper, called as NAME(game, 0, **args) on a
-  fresh game with arguments guessed from its annotations and the prompts, returns a bool; a
-  ValueError or TypeError for guessed arguments is the contract's way to refuse them, anything else
-  is a bug.
-The game is the first class defined in env_move that constructs with no arguments (or `seed=0`),
-trying the classes with the most public methods first.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
-import hashlib
-import importlib
+import importlib.util
 import inspect
 import json
 import os
@@ -39,46 +42,32 @@ import traceback
 import types
 from typing import Any
 
+from orchestrator.rules.probe.effects import (OBSERVATION_HELPER, QUOTED, Board, action_helpers, callees,
+                                              check_dispatch, check_helpers, check_observation, check_prompts,
+                                              check_stages)
+from orchestrator.rules.probe.game import (check_game, env_base, find_factory, game_instance, import_apart,
+                                           learn_play, reference_states, transplant, violation)
+from orchestrator.rules.probe.generic import TEMPLATE_MODULE, Reference
+from orchestrator.rules.probe.values import call, canonical, differences, digest, show_path
+
 PROTECTED = ("env_move", "grpo_config")
 GENERATED = ("helpers", "prompt_template", "train")
-OBSERVATION_HELPER = "observation_to_text"
+CONFIG_CLASS = "GRPOConfig"
+REFERENCE_ENV = "_env_move_reference"
 COORDINATES = re.compile(r"[(\[]\s*-?\d+\s*,\s*-?\d+\s*[)\]]")
-JSON_ACTION = re.compile(r"""["']action["']\s*:\s*["']([A-Za-z_]\w*)["']""")
-PLACEHOLDERS = {"name", "action", "action_name", "helper", "helper_name", "function", "function_name", "func",
-                "tool", "tool_name", "your_action", "some_action"}
-QUOTED = re.compile(r"""["']([A-Za-z_][\w-]{0,20})["']""")
-
-
-def code_digest(code: types.CodeType) -> str:
-    """The code's instructions, names and constants; `co_code` is the unspecialised bytecode, stable
-    while the interpreter specialises the running code (marshal of the code object is not)."""
-    consts = [code_digest(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts]
-    return hashlib.sha1(code.co_code + repr((code.co_names, consts)).encode()).hexdigest()
-
-
-def digest(value: Any, depth: int = 0) -> str:
-    """A fingerprint of what a module attribute does: code for functions, members for classes."""
-    if isinstance(value, (staticmethod, classmethod)):
-        value = value.__func__
-    if isinstance(value, property):
-        return "property:" + "|".join(digest(f, depth + 1) for f in (value.fget, value.fset, value.fdel) if f)
-    if isinstance(value, types.FunctionType):
-        return f"function:{code_digest(value.__code__)}:{value.__defaults__!r}"
-    if isinstance(value, type) and depth == 0:
-        members = {k: digest(v, depth + 1) for k, v in sorted(vars(value).items()) if not k.startswith("__")
-                   or k in ("__init__", "__post_init__", "__call__")}
-        return "class:" + json.dumps(members, sort_keys=True)
-    if isinstance(value, types.ModuleType):
-        return f"module:{value.__name__}"
-    return f"{type(value).__name__}:{id(value) if callable(value) else repr(value)[:200]}"
 
 
 def snapshot(module: types.ModuleType) -> dict[str, str]:
-    return {name: digest(value) for name, value in vars(module).items() if not name.startswith("__")}
-
-
-def violation(rule: str, file: str, message: str) -> dict[str, str]:
-    return {"rule": rule, "file": file, "message": message}
+    """A fingerprint of each module attribute, and of each member of the classes the module defines."""
+    found = {}
+    for name, value in vars(module).items():
+        if name.startswith("__"):
+            continue
+        found[name] = digest(value)
+        if isinstance(value, type) and value.__module__ == module.__name__:
+            found.update({f"{name}.{member}": digest(inner, 1) for member, inner in vars(value).items()
+                          if not member.startswith("__") or member in ("__init__", "__call__", "__new__")})
+    return found
 
 
 def protected_modules(folder: str) -> tuple[dict[str, types.ModuleType], list[dict]]:
@@ -94,181 +83,187 @@ def protected_modules(folder: str) -> tuple[dict[str, types.ModuleType], list[di
     return found, problems
 
 
-def game_instance(env_move: types.ModuleType) -> Any:
-    classes = [c for c in vars(env_move).values() if isinstance(c, type) and c.__module__ == env_move.__name__]
-    classes.sort(key=lambda c: -sum(1 for n in vars(c) if not n.startswith("_") and callable(getattr(c, n))))
-    for cls in classes:
-        for kwargs in ({}, {"seed": 0}):
-            try:
-                return cls(**kwargs)
-            except Exception:  # not the game, or not constructible this way: try the next
-                continue
-    return None
-
-
-def action_helpers(helpers: types.ModuleType) -> dict[str, types.FunctionType]:
-    return {name: f for name, f in vars(helpers).items() if isinstance(f, types.FunctionType)
-            and f.__module__ == helpers.__name__ and not name.startswith("_") and name != OBSERVATION_HELPER}
-
-
-def check_prompts(prompt_template: types.ModuleType, observation: str, helpers: set[str]) -> tuple[list[dict], str]:
-    problems, rendered = [], []
-    calls = (("create_thinking_prompt", (observation, 0)), ("create_single_stage_prompt", (observation, "I think.", 0)))
-    for name, args in calls:
-        builder = getattr(prompt_template, name, None)
-        if builder is None:
-            continue  # the static layer reports a missing builder
+def import_generated() -> dict[str, types.ModuleType] | dict[str, str]:
+    """helpers, prompt_template and train, as `import NAME` would; train with `__main__` bound to it (under
+    `accelerate launch` it is __main__), its __name__ left as "train" so that nothing starts training.
+    On failure: {"import_failed": NAME, "traceback": TEXT}."""
+    loaded = {}
+    probe_main = sys.modules.get("__main__")
+    for name in GENERATED:
         try:
-            messages = builder(*args)
-        except Exception as exc:
-            problems.append(violation("prompt-builder-output", "prompt_template.py",
-                                      f"{name}{args!r} raised {type(exc).__name__}: {exc}"))
-            continue
-        if not (isinstance(messages, list) and messages and all(
-                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-                for m in messages)):
-            problems.append(violation("prompt-builder-output", "prompt_template.py",
-                                      f"{name} returned {repr(messages)[:200]}; return a non-empty list of "
-                                      f"{{\"role\": str, \"content\": str}} messages"))
-            continue
-        rendered += [m["content"] for m in messages]
-    text = "\n".join(rendered)
-    unknown = sorted({n for n in JSON_ACTION.findall(text) if n not in helpers and n.lower() not in PLACEHOLDERS
-                      and not n.isupper()})
-    for name in unknown:
-        problems.append(violation("unknown-action", "prompt_template.py",
-                                  f"the rendered prompt offers action {name!r}, which is not an action helper; the "
-                                  f"action helpers are: {', '.join(sorted(helpers))}"))
-    return problems, text
+            if name == "train":
+                spec = importlib.util.find_spec(name)
+                if spec is None:
+                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = sys.modules["__main__"] = module
+                try:
+                    spec.loader.exec_module(module)
+                except BaseException:
+                    sys.modules.pop(name, None)
+                    sys.modules["__main__"] = probe_main
+                    raise
+                loaded[name] = module
+            else:
+                loaded[name] = importlib.import_module(name)
+        except BaseException:  # the brief's Phase 1: the first module that does not import is the evidence
+            return {"import_failed": name, "traceback": traceback.format_exc()}
+    return loaded
 
 
-def guessed_arguments(function: types.FunctionType, words: list[str]) -> list[dict[str, Any]]:
-    """Argument sets to try, for the parameters after (game, agent_id) that have no default."""
-    params = [p for p in list(inspect.signature(function).parameters.values())[2:]
-              if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    if not params:
-        return [{}]
-    options = []
-    for p in params:
-        annotation = str(p.annotation).lower()
-        if "int" in annotation or "float" in annotation:
-            options.append([1, 0, 2])
-        elif "bool" in annotation:
-            options.append([True])
-        else:
-            options.append(words[:12] + [1])
-    return [{p.name: choice[min(i, len(choice) - 1)] for p, choice in zip(params, options)}
-            for i in range(max(len(c) for c in options))]
-
-
-class HelperTracer:
-    """Sees every call; records a public helper entered while another public helper is running."""
-
-    def __init__(self, helpers: dict[str, types.FunctionType]) -> None:
-        self.names = {f.__code__: name for name, f in helpers.items()}
-        self.active: list[str] = []
-        self.nested: set[tuple[str, str]] = set()
-
-    def __call__(self, frame, event, arg):
-        name = self.names.get(frame.f_code)
-        if name is None or event not in ("call", "return"):
-            return
-        if event == "call":
-            if self.active:
-                self.nested.add((self.active[-1], name))
-            self.active.append(name)
-        elif self.active and self.active[-1] == name:
-            self.active.pop()
-
-
-def check_helpers(env_move: types.ModuleType, helpers: types.ModuleType, words: list[str]) -> list[dict]:
+def patched(before: dict[str, dict[str, str]], modules: dict[str, types.ModuleType], when: str,
+            known: set[tuple[str, str]]) -> list[dict]:
     problems = []
-    table = action_helpers(helpers)
-    tracer = HelperTracer({**table, **({OBSERVATION_HELPER: helpers.observation_to_text}
-                                       if isinstance(getattr(helpers, OBSERVATION_HELPER, None), types.FunctionType)
-                                       else {})})
-    for name, function in table.items():
-        for args in guessed_arguments(function, words):
-            game = game_instance(env_move)
-            tracer.active = []
-            sys.setprofile(tracer)
-            try:
-                result = function(game, 0, **args)
-            except (ValueError, TypeError):
-                continue  # refused these guessed arguments, as the contract allows
-            except Exception as exc:
-                problems.append(violation("helper-raises", "helpers.py",
-                                          f"{name}(game, 0, **{args!r}) raised {type(exc).__name__}: {exc}; a helper "
-                                          f"may refuse bad arguments with ValueError, never crash"))
-                break
-            finally:
-                sys.setprofile(None)
-            if not isinstance(result, bool):
-                problems.append(violation("helper-returns-non-bool", "helpers.py",
-                                          f"{name}(game, 0, **{args!r}) returned {result!r}; an action helper returns "
-                                          f"a bool: whether its task completed"))
-            break
-    for caller, callee in sorted(tracer.nested):
-        problems.append(violation("helper-calls-helper", "helpers.py",
-                                  f"{callee}() ran inside {caller}() (however it was reached); helpers must be "
-                                  f"independent: move shared logic into a private _function"))
+    for name, module in modules.items():
+        after = snapshot(module)
+        changed = [k for k in sorted(set(before[name]) | set(after)) if before[name].get(k) != after.get(k)
+                   and (name, k) not in known]
+        changed = [k for k in changed if not any(other.startswith(k + ".") for other in changed)]
+        known.update((name, k) for k in changed)
+        if changed or sys.modules.get(name) is not module:
+            problems.append(violation("protected-module-patched", f"{name}.py",
+                                      f"{when} changed {name}: {', '.join(changed) or 'the module object itself'}; "
+                                      f"{name}.py is protected: change behaviour in the generated files, never by "
+                                      f"patching it"))
     return problems
 
 
-def probe(folder: str) -> dict:
-    sys.path.insert(0, folder)
-    os.chdir(folder)
-    modules, problems = protected_modules(folder)
-    before = {name: snapshot(module) for name, module in modules.items()}
-    loaded = {}
-    for name in GENERATED:
-        try:
-            loaded[name] = importlib.import_module(name)
-        except BaseException:  # the brief's Phase 1: the first module that does not import is the evidence
-            return {"import_failed": name, "traceback": traceback.format_exc()}
-    for name, module in modules.items():
-        after = snapshot(module)
-        changed = sorted(k for k in set(before[name]) | set(after) if before[name].get(k) != after.get(k))
-        if changed or sys.modules.get(name) is not module:
-            problems.append(violation("protected-module-patched", f"{name}.py",
-                                      f"importing the generated modules changed {name}: "
-                                      f"{', '.join(changed) or 'the module object itself'}; {name}.py is protected: "
-                                      f"change behaviour in the generated files, never by patching it"))
-    config_cls = getattr(modules["grpo_config"], "GRPOConfig", None)
+def config_instance(config_cls: Any) -> Any:
+    """GRPOConfig() with the folder's values; where its validation refuses them, the same values unchecked
+    (config-invalid reports that), so the game and the GENERIC checks still run."""
+    try:
+        return config_cls()
+    except Exception:
+        config = config_cls.__new__(config_cls)
+        for f in dataclasses.fields(config_cls):
+            if f.default is not dataclasses.MISSING:
+                object.__setattr__(config, f.name, f.default)
+            elif f.default_factory is not dataclasses.MISSING:
+                object.__setattr__(config, f.name, f.default_factory())
+        return config
+
+
+def check_config(config_cls: Any) -> list[dict]:
     if dataclasses.is_dataclass(config_cls) and all(  # with required fields, only a launch can construct it
             f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
             for f in dataclasses.fields(config_cls)):
+        _, error = call(config_cls)
+        if error is not None:
+            return [violation("config-invalid", "grpo_config.py",
+                              f"GRPOConfig() fails its own validation: {type(error).__name__}: {error}; change the "
+                              f"value back to one the config accepts")]
+    return []
+
+
+def probe(folder: str, plan: dict[str, Any]) -> dict:
+    sys.path.insert(0, folder)
+    os.chdir(folder)
+    notes: list[str] = []
+    modules, problems = protected_modules(folder)
+    before = {name: snapshot(module) for name, module in modules.items()}
+    reference_env = reference = None
+    if not plan.get("import_only"):
         try:
-            config_cls()
+            reference_env = import_apart(plan.get("env_move") or os.path.join(folder, "env_move.py"), REFERENCE_ENV)
         except Exception as exc:
-            problems.append(violation("config-invalid", "grpo_config.py",
-                                      f"GRPOConfig() fails its own validation: {type(exc).__name__}: {exc}; change "
-                                      f"the value back to one the config accepts"))
-    helpers, prompts = loaded["helpers"], loaded["prompt_template"]
-    game = game_instance(modules["env_move"])
+            notes.append(f"env_move could not be imported apart ({type(exc).__name__}): game checks skipped")
+        try:
+            template = import_apart(plan.get("template") or os.path.join(folder, "grpo_template.py"), TEMPLATE_MODULE)
+            reference = Reference(template, plan)
+        except Exception as exc:
+            notes.append(f"the template could not be imported apart ({type(exc).__name__}: {exc}): GENERIC behaviour "
+                         f"not compared")
+    loaded = import_generated()
+    if "import_failed" in loaded:
+        return loaded
+    if plan.get("import_only"):
+        return {"violations": problems, "note": "imported only"}
+    known: set[tuple[str, str]] = set()
+    problems += patched(before, modules, "importing the generated modules", known)
+    config_cls = getattr(modules["grpo_config"], CONFIG_CLASS, None)
+    problems += check_config(config_cls)
+    config = config_instance(config_cls) if dataclasses.is_dataclass(config_cls) else None
+    config_before = canonical(config)
+    problems += behaviour(modules, loaded, reference_env, config, plan, notes)
+    if config is not None and canonical(config) != config_before:
+        changed = ", ".join(show_path(p) for p in differences(config_before, canonical(config))[:5])
+        problems.append(violation("config-written-at-run-time", "train.py",
+                                  f"train.py's CUSTOMIZE code wrote the config while it ran: {changed}; values reach "
+                                  f"train.py through grpo_config.py or the command line, never set by the code"))
+    if reference is not None:
+        problems += reference.compare(loaded["train"])
+        notes.append(f"{len(reference.outputs)} GENERIC functions compared on fixed inputs")
+    problems += patched(before, modules, "running the generated code", known)
+    return {"violations": problems, "note": "; ".join(notes)}
+
+
+def behaviour(modules: dict[str, types.ModuleType], loaded: dict[str, types.ModuleType],
+              reference_env: types.ModuleType | None, config: Any, plan: dict[str, Any], notes: list[str]) -> list[dict]:
+    """The game, helpers, observation, prompts and dispatch, on real game states."""
+    env_move, helpers, prompts, train = modules["env_move"], loaded["helpers"], loaded["prompt_template"], loaded["train"]
+    customize = plan.get("customize_callables", [])
+    factory = find_factory(train, customize, config, CONFIG_CLASS, env_move) if config is not None else None
+    if reference_env is None:
+        return []
+    if factory is not None:
+        base = env_base(factory.game, env_move)
+        ref_cls = getattr(reference_env, base.__name__, None) if base else None
+        args = factory.init[1] if factory.init and factory.init[0] is base else None
+        start = call(lambda: ref_cls(**copy.deepcopy(args)))[0] if ref_cls and args is not None else None
+        if start is None and ref_cls is not None:
+            start = transplant(factory.game, ref_cls)
+    else:
+        start = game_instance(reference_env)
+    if start is None:
+        notes.append("no game could be built (no CUSTOMIZE factory returns one, none constructs without arguments): "
+                     "game checks skipped")
+        return []
+    ref_cls = type(start)
+    play = learn_play(ref_cls, start, [])
+    if play is None:
+        notes.append(f"no method of {ref_cls.__name__} takes (agent id, action): game checks skipped")
+        return []
+    play.init_args = factory.init[1] if factory and factory.init else None
+    problems = check_game(factory, play, env_move) if factory else []
+    notes.append(f"game: {factory.name + '() -> ' if factory else ''}{ref_cls.__name__}, actions set with "
+                 f"{play.setter}, played with {play.stepper}(), {len(play.agents)} agents, {len(play.actions)} actions")
+    states = reference_states(play, start)
     observe = getattr(helpers, OBSERVATION_HELPER, None)
-    if game is None or not callable(observe):
-        return {"violations": problems, "note": "no game could be constructed without arguments: game checks skipped"}
-    try:
-        observation = observe(game, 0)
-    except Exception as exc:
+    board = Board(play, states, observe if callable(observe) else None)
+    if not callable(observe):
+        return problems
+    observations, error = {}, None
+    for agent in dict.fromkeys([play.agents[0], play.agents[-1]]):
+        observations[agent], error = call(observe, board.copy(len(states) - 1), agent)
+        if error is not None:
+            problems.append(violation("observation-to-text", "helpers.py",
+                                      f"observation_to_text(game, {agent}) raised {type(error).__name__}: {error}"))
+            return problems
+    first = observations[play.agents[0]]
+    if not isinstance(first, str) or not COORDINATES.search(first):
         problems.append(violation("observation-to-text", "helpers.py",
-                                  f"observation_to_text(game, 0) raised {type(exc).__name__}: {exc}"))
-        return {"violations": problems}
-    if not isinstance(observation, str) or not COORDINATES.search(observation):
-        problems.append(violation("observation-to-text", "helpers.py",
-                                  f"observation_to_text(game, 0) returned {repr(observation)[:160]}: the brief asks for "
+                                  f"observation_to_text(game, 0) returned {repr(first)[:160]}: the brief asks for "
                                   f"natural language with coordinates, e.g. 'You are at (2,3)'"))
-        observation = str(observation)
-    prompt_problems, rendered = check_prompts(prompts, observation, set(action_helpers(helpers)))
+        observations = {a: str(o) for a, o in observations.items()}
+    table = action_helpers(helpers)
+    prompt_problems, rendered = check_prompts(prompts, observations[play.agents[0]], set(table))
     problems += prompt_problems
-    words = list(dict.fromkeys(QUOTED.findall(rendered + "\n" + (inspect.getsource(helpers) or ""))))
-    problems += check_helpers(modules["env_move"], helpers, words)
-    return {"violations": problems}
+    candidates = callees(train, customize)
+    stage_problems, stage2 = check_stages(candidates, prompts, observations, table)
+    problems += stage_problems + check_observation(candidates, board, observe, play.agents[0])
+    words = [a for a in play.actions if isinstance(a, str)]
+    words += QUOTED.findall(rendered + "\n" + (inspect.getsource(helpers) or ""))
+    helper_problems, working = check_helpers(table, board, list(dict.fromkeys(words)), observe)
+    problems += helper_problems
+    if working:
+        problems += check_dispatch(candidates, table, board, working, stage2)
+    return problems
 
 
-if __name__ == "__main__":
+def main() -> None:
     out = sys.stdout
     with contextlib.redirect_stdout(sys.stderr):  # whatever the generated code prints must not garble the answer
-        answer = probe(os.path.abspath(sys.argv[1]))
-    out.write(json.dumps(answer) + "\n")
+        answer = probe(os.path.abspath(sys.argv[1]), json.loads(sys.argv[2]) if len(sys.argv) > 2 else {})
+    out.write(json.dumps(answer, default=str) + "\n")
+    out.flush()
+    os._exit(0)  # the generated code may have left threads or atexit handlers; the answer is out
