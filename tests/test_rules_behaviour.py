@@ -296,3 +296,88 @@ def test_one_probe_run_flags_each_mutant_of_the_group(tmp_path: Path, name: str,
     violations = probe(folder, source)
     missing = [(rule, words) for rule, words in expected if not found(violations, rule, *words)]
     assert not missing, "\n".join(map(str, violations))
+
+
+def test_the_verdict_is_the_same_run_after_run(tmp_path: Path) -> None:
+    """Seeded games and calls, a fixed hash seed: the same files, the same violations (the game's own default
+    seed, None for Cleanup, once made two verdicts flip between runs)."""
+    folder, source = example_generated(tmp_path, "cleanup")
+    helpers_group(folder)
+    first, second = probe(folder, source), probe(folder, source)
+    assert first and [str(v) for v in first] == [str(v) for v in second]
+
+
+def with_header(folder: Path) -> None:
+    edit_file(folder, "train.py", lambda t: re.sub(r"return (helpers\.observation_to_text\(\w+, \w+\))",
+                                                   r'return "What you see now:\\n" + \1', t, count=1))
+
+
+def array_before_args(folder: Path) -> None:
+    edit_file(folder, "launch_training.sh", lambda t: t.replace("set -euo pipefail", (
+        f"set -euo pipefail\nEXTRA=(--{cap_field(folder)} 8)\nNP_FOUND=yes"), 1).replace(
+        'train.py "$@"', 'train.py "${EXTRA[@]}" "$@"'))
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_valid_variants_pass_every_rule(tmp_path: Path, name: str) -> None:
+    """What the brief allows: an observation with a header around observation_to_text's, a private utility in
+    helpers.py, a launch script that builds arguments in an array before "$@" (the orchestrator's come last)."""
+    folder, source = example_generated(tmp_path, name)
+    with_header(folder)
+    append("helpers.py", lambda f: "def _manhattan(a, b):\n    return abs(a[0] - b[0]) + abs(a[1] - b[1])")(folder)
+    array_before_args(folder)
+    assert run_guards(folder, source).passed, run_guards(folder, source).evidence
+    result = run_import_check(folder, source_of_truth=source)
+    assert result.passed, result.evidence
+
+
+# ---------------------------------------------------------------- the launch script, run with recorders
+
+def launch_edit(old: str, new: Callable[[Path], str], count: int = 0) -> Callable[[Path], None]:
+    return lambda folder: edit_file(folder, "launch_training.sh", lambda t: re.sub(old, new(folder), t, count=count))
+
+
+def after_set(line: Callable[[Path], str]) -> Callable[[Path], None]:
+    return lambda folder: edit_file(folder, "launch_training.sh",
+                                    lambda t: t.replace("set -euo pipefail", f"set -euo pipefail\n{line(folder)}", 1))
+
+
+def hide(prelude: Callable[[Path], str], tail: str) -> Callable[[Path], None]:
+    """A training value hidden from the static rule, passed to train.py after "$@"."""
+    def mutate(folder: Path) -> None:
+        after_set(prelude)(folder)
+        edit_file(folder, "launch_training.sh", lambda t: t.replace('train.py "$@"', f'train.py "$@" {tail}'))
+    return mutate
+
+
+LAUNCH: dict[str, Callable[[Path], None]] = {
+    "launch-process-count/variable": lambda f: (after_set(lambda _: "NP=4")(f), launch_edit(
+        r'--num_processes\s+(\$\(\([^)]*NUM_GPUS[^)]*\)\)|"?\$\{NUM_GPUS\}"?)', lambda _: '--num_processes "${NP}"', 1)(f)),
+    "launch-overrides-args/variable": hide(lambda f: f'EXTRA="--{cap_field(f)} 8"', "${EXTRA}"),
+    "launch-overrides-args/heredoc": hide(lambda f: f"EXTRA=$(cat <<'END'\n--{cap_field(f)} 8\nEND\n)", "${EXTRA}"),
+    "launch-overrides-args/array": hide(lambda f: f"EXTRA=(--{cap_field(f)} 8)", '"${EXTRA[@]}"'),
+    "launch-overrides-args/hyphenated": lambda f: edit_file(f, "launch_training.sh", lambda t: t.replace(
+        'train.py "$@"', f'train.py "$@" --{cap_field(f).replace("_", "-")}=8')),
+    "launch-drops-args": launch_edit(r'train\.py "\$@"', lambda _: "train.py"),
+    "launch-writes-config": after_set(lambda _: "sed -i 's/= /=  /' grpo_config.py"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LAUNCH))
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_the_recorded_launch_flags_each_mutant(tmp_path: Path, name: str, kind: str) -> None:
+    folder, _ = example_generated(tmp_path, name)
+    LAUNCH[kind](folder)
+    found_rules = {v.rule for v in check_recorded_launch(folder, probe_args(read(folder, "grpo_config.py")))}
+    assert kind.split("/")[0] in found_rules, found_rules
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_a_rule_that_may_be_an_import_error_shows_the_import_error(tmp_path: Path, name: str) -> None:
+    """train.py without `import helpers` but with getattr(helpers, name): the rule names the missing import,
+    and the evidence carries the NameError of the import check."""
+    folder, source = example_generated(tmp_path, name)
+    edit_file(folder, "train.py", lambda t: t.replace("import helpers\n", "", 1))
+    result = run_guards(folder, source)
+    assert not result.passed and "never imports it" in result.evidence
+    assert "NameError" in result.evidence and "helpers" in result.summary and "import train" in result.summary

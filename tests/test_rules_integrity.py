@@ -53,6 +53,14 @@ def rebind_generic(folder: Path) -> None:
     into_first_hole(f"def {name}(*args, **kwargs):\n    return None\n")(folder)
 
 
+def generic_constant(folder: Path) -> str:
+    """A module-level constant a GENERIC section of the template assigns."""
+    template = (folder / "grpo_template.py").read_text()
+    assigned = {t.id for n in ast.parse(template).body if isinstance(n, ast.Assign) for t in n.targets
+                if isinstance(t, ast.Name)}
+    return sorted(generic_names(template) & assigned)[0]
+
+
 def mutate_menu(folder: Path) -> None:
     text = (folder / "prompt_template.py").read_text()
     helpers = {n.name for n in ast.parse((folder / "helpers.py").read_text()).body if isinstance(n, ast.FunctionDef)}
@@ -93,12 +101,27 @@ STATIC: dict[str, Callable[[Path], None]] = {
     "action-menu-mutated": mutate_menu,
     "config-field-unknown": into_first_hole(
         "def _spare(config: GRPOConfig) -> int:\n    return getattr(config, 'num_lanes_xyz', 0)\n"),
+    "config-field-type-changed": lambda f: edit_file(f, "grpo_config.py", lambda t: re.sub(
+        r"(\n    \w+): int = ", r"\1: float = ", t, count=1)),
+    "config-written-at-run-time": into_first_hole("def _tune(config: GRPOConfig) -> None:\n    config.seed = 1\n"),
+    "generic-object-rebound/global": lambda f: into_first_hole(
+        f"def _reset() -> None:\n    global {generic_constant(f)}\n    {generic_constant(f)} = None\n")(f),
+    "generic-object-rebound/__main__": into_first_hole("import __main__ as _launched"),
     "launch-hardcoded-args": launch(r'train\.py "\$@"', 'train.py --seed 7 "$@"', 0),
     "launch-hardcoded-processes": launch(r"--num_processes[ =]+\S+", "--num_processes 8"),
     "launch-without-sbatch": launch(r"(?m)^#SBATCH[^\n]*\n", "", 0),
     "launch-without-accelerate": launch(r"-m accelerate\.commands\.launch[^\n]*", "train.py \"$@\"", 0),
     "launch-syntax": lambda f: edit_file(f, "launch_training.sh", lambda t: t + "\nif then fi\n"),
 }
+
+@pytest.mark.parametrize("kind", sorted(STATIC))
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_static_rules_flag_each_mutant(tmp_path: Path, name: str, kind: str) -> None:
+    folder, source = example_generated(tmp_path, name)
+    STATIC[kind](folder)
+    found = {v.rule for v in errors(check_folder(folder, source))}
+    assert kind.split("/")[0] in found, found
+
 
 CONTROLS: dict[str, Callable[[Path], None]] = {
     "value change": lambda f: edit_file(f, "grpo_config.py", lambda t: re.sub(r"(:\s*int\s*=\s*(?:field\(default=)?)(\d+)",

@@ -181,8 +181,9 @@ def check_generic_rebinding(text: str, template_text: str) -> list[Violation]:
                                        f"template wrote it: pick another name or change your own code"))
             if lookups:
                 found.append(Violation("generic-object-rebound", "train.py", line,
-                                       f"{lookups} in a CUSTOMIZE section can replace what the GENERIC sections "
-                                       f"define; refer to your own objects by name"))
+                                       f"{lookups} in a CUSTOMIZE section reaches objects by name at run time, "
+                                       f"so it can replace what the GENERIC sections define (or what a protected "
+                                       f"module holds); refer to your own objects by name"))
     return found
 
 
@@ -210,8 +211,10 @@ def _dynamic_lookup(node: ast.AST) -> str:
             (getattr(node, "module", None) or a.name).split(".")[0] == "importlib" for a in node.names):
         return "importlib"
     if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
-            (getattr(node, "module", None) or a.name) == "__main__" for a in node.names):
-        return "importing __main__ (train.py itself when launched)"
+            (getattr(node, "module", None) or a.name) in ("__main__", "train") for a in node.names):
+        return "importing train.py itself (as __main__ or train)"
+    if isinstance(node, ast.Attribute) and node.attr in ("__globals__", "f_globals", "__builtins__"):
+        return f"`.{node.attr}` (a module's own namespace)"
     return ""
 
 

@@ -116,6 +116,8 @@ def record_launch(folder: Path, args: list[str], gpus: int, timeout_s: float = 3
                and k not in ("CUDA_VISIBLE_DEVICES", "CPU_PROCESSES", "GRPO_PER_NODE")}
         env |= {"PATH": f"{tools}{os.pathsep}{env.get('PATH', '')}", "PYTHON": str(tools / "python"),
                 "RECORDED_GPUS": str(gpus), "RECORD_DIR": str(records), "REAL_PYTHON": sys.executable}
+        if gpus:  # as a scheduler's GPU allocation sets it
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, range(gpus)))
         before = {p.name: p.read_bytes() for p in work.iterdir()}
         proc = subprocess.Popen(["bash", NAME, *args], cwd=work, env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)

@@ -45,8 +45,9 @@ from typing import Any
 from orchestrator.rules.probe.effects import (OBSERVATION_HELPER, QUOTED, Board, action_helpers, callees,
                                               check_dispatch, check_helpers, check_observation, check_prompts,
                                               check_stages)
-from orchestrator.rules.probe.game import (check_game, env_base, find_factory, game_instance, import_apart,
-                                           learn_play, reference_states, transplant, violation)
+from orchestrator.rules.probe.game import (check_game, dependencies, dependency_changes, env_base, find_factory,
+                                           game_instance, import_apart, learn_play, reference_states, transplant,
+                                           violation)
 from orchestrator.rules.probe.generic import TEMPLATE_MODULE, Reference
 from orchestrator.rules.probe.values import call, canonical, differences, digest, show_path
 
@@ -161,6 +162,8 @@ def probe(folder: str, plan: dict[str, Any]) -> dict:
     notes: list[str] = []
     modules, problems = protected_modules(folder)
     before = {name: snapshot(module) for name, module in modules.items()}
+    relied_on = dependencies(modules["env_move"])
+    argv = list(sys.argv)
     reference_env = reference = None
     if not plan.get("import_only"):
         try:
@@ -190,10 +193,19 @@ def probe(folder: str, plan: dict[str, Any]) -> dict:
         problems.append(violation("config-written-at-run-time", "train.py",
                                   f"train.py's CUSTOMIZE code wrote the config while it ran: {changed}; values reach "
                                   f"train.py through grpo_config.py or the command line, never set by the code"))
+    if sys.argv != argv:
+        problems.append(violation("config-written-at-run-time", "train.py",
+                                  f"the generated code changed sys.argv (to {sys.argv[1:]!r}), the command line the "
+                                  f"orchestrator's values arrive on; leave it as it is"))
     if reference is not None:
         problems += reference.compare(loaded["train"])
         notes.append(f"{len(reference.outputs)} GENERIC functions compared on fixed inputs")
     problems += patched(before, modules, "running the generated code", known)
+    replaced = dependency_changes(modules["env_move"], relied_on)
+    if replaced:
+        problems.append(violation("protected-module-patched", "env_move.py",
+                                  f"the generated code replaced {', '.join(replaced[:5])}, which env_move relies on; "
+                                  f"changing what the game runs on changes the game: leave those modules as they are"))
     return {"violations": problems, "note": "; ".join(notes)}
 
 
@@ -206,11 +218,11 @@ def behaviour(modules: dict[str, types.ModuleType], loaded: dict[str, types.Modu
     if reference_env is None:
         return []
     if factory is not None:
-        base = env_base(factory.game, env_move)
+        base = env_base(factory.game, env_move) or (factory.init[0] if factory.init else None)
         ref_cls = getattr(reference_env, base.__name__, None) if base else None
         args = factory.init[1] if factory.init and factory.init[0] is base else None
         start = call(lambda: ref_cls(**copy.deepcopy(args)))[0] if ref_cls and args is not None else None
-        if start is None and ref_cls is not None:
+        if start is None and ref_cls is not None and env_base(factory.game, env_move) is not None:
             start = transplant(factory.game, ref_cls)
     else:
         start = game_instance(reference_env)
@@ -250,13 +262,15 @@ def behaviour(modules: dict[str, types.ModuleType], loaded: dict[str, types.Modu
     problems += prompt_problems
     candidates = callees(train, customize)
     stage_problems, stage2 = check_stages(candidates, prompts, observations, table)
-    problems += stage_problems + check_observation(candidates, board, observe, play.agents[0])
+    problems += stage_problems + check_observation(candidates, board, observe, list(observations))
     words = [a for a in play.actions if isinstance(a, str)]
     words += QUOTED.findall(rendered + "\n" + (inspect.getsource(helpers) or ""))
     helper_problems, working = check_helpers(table, board, list(dict.fromkeys(words)), observe)
     problems += helper_problems
     if working:
-        problems += check_dispatch(candidates, table, board, working, stage2)
+        others = [OBSERVATION_HELPER] + [n for n, f in vars(helpers).items() if n.startswith("_") and not
+                                         n.startswith("__") and isinstance(f, types.FunctionType)][:1]
+        problems += check_dispatch(candidates, table, board, working, stage2, others)
     return problems
 
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from orchestrator.rules.probe.game import Play, short, state, violation
-from orchestrator.rules.probe.values import at, call, canonical, differences, show_path
+from orchestrator.rules.probe.values import at, call, canonical, covered, differences, show_path
 
 OBSERVATION_HELPER = "observation_to_text"
 JSON_ACTION = re.compile(r"""["']action["']\s*:\s*["']([A-Za-z_]\w*)["']""")
@@ -179,10 +179,6 @@ class Footprint:
     reads: list[tuple]  # paths observation_to_text changes (a game that caches what it shows)
 
 
-def covered(path: tuple, allowed: list[tuple]) -> bool:
-    return any(path[:len(a)] == a for a in allowed)
-
-
 class Board:
     """The real states: the clean game's (env_move imported apart), so that what a helper does is judged
     against the researcher's game, whatever train.py may have done to env_move."""
@@ -262,7 +258,8 @@ def check_helpers(table: dict[str, types.FunctionType], board: Board, words: lis
                                                 f"bad arguments with ValueError, never crash")
                         break
                     succeeded = True
-                    working.setdefault(name, Success(turn, agent, args, result))
+                    if name not in working or (working[name].agent == 0 and agent != 0):
+                        working[name] = Success(turn, agent, args, result)  # another agent than 0, where one acts
                     if type(result) is not bool:
                         report("helper-returns-non-bool", f"{where} returned {result!r} ({type(result).__name__}); an "
                                                           f"action helper returns a real bool: True or False, whether "
@@ -351,18 +348,19 @@ def find(candidates: list[Callee], arity: int, args: Callable[[], tuple], accept
     return None
 
 
-def check_observation(candidates: list[Callee], board: Board, observe: Callable, agent: int) -> list[dict]:
+def check_observation(candidates: list[Callee], board: Board, observe: Callable, agents: list[int]) -> list[dict]:
     index = len(board.states) - 1
-    formatter = find(candidates, 2, lambda: (board.copy(index), agent), lambda r: isinstance(r, str))
+    formatter = find(candidates, 2, lambda: (board.copy(index), agents[0]), lambda r: isinstance(r, str))
     if formatter is None:
         return []
-    expected, _ = call(observe, board.copy(index), agent)
-    got, _ = call(formatter.function, board.copy(index), agent)
-    if isinstance(expected, str) and flat(expected) not in flat(got):
-        return [violation("observation-not-from-helpers", "train.py",
-                          f"{formatter.label}(game, {agent}) returns {short(got, 160)}, which does not contain "
-                          f"observation_to_text(game, {agent}) ({short(expected, 160)}); the brief: use "
-                          f"helpers.observation_to_text in format_observation")]
+    for agent in agents:
+        expected, _ = call(observe, board.copy(index), agent)
+        got, _ = call(formatter.function, board.copy(index), agent)
+        if isinstance(expected, str) and flat(expected) not in flat(got):
+            return [violation("observation-not-from-helpers", "train.py",
+                              f"{formatter.label}(game, {agent}) returns {short(got, 160)}, which does not contain "
+                              f"observation_to_text(game, {agent}) ({short(expected, 160)}); the brief: use "
+                              f"helpers.observation_to_text in format_observation, for the agent it is given")]
     return []
 
 
@@ -444,15 +442,17 @@ def stage_problems(rendered: dict[str, tuple[str, str, str]], observation: str, 
 
 
 def check_dispatch(candidates: list[Callee], table: dict[str, types.FunctionType], board: Board,
-                   working: dict[str, Success], offered: str) -> list[dict]:
-    """The CUSTOMIZE function that runs a parsed call: each offered helper reaches itself only; a low-level
-    action or an unknown name runs nothing."""
+                   working: dict[str, Success], offered: str, others: list[str]) -> list[dict]:
+    """The CUSTOMIZE function that runs a parsed call: each offered helper, named with an agent id and
+    arguments it accepts, runs itself only and does exactly what calling it directly does (for that agent,
+    with that result); a low-level action, another function of helpers.py (`others`) or an unknown name runs
+    nothing."""
     tracer = HelperTracer(table)
     index_of = {turn: i for i, (turn, _) in enumerate(board.states)}
     offered_helpers = {n: s for n, s in working.items() if re.search(rf"\b{re.escape(n)}\b", offered)} or working
     dispatch = None
     for candidate in (c for c in candidates if c.arity == 2):
-        for name, success in offered_helpers.items():
+        for name, success in list(offered_helpers.items())[:2]:
             tracer.run(candidate.function, board.copy(index_of[success.turn]),
                        {"action": name, "agent_id": success.agent, "args": dict(success.args)})
             if tracer.entered:
@@ -465,17 +465,27 @@ def check_dispatch(candidates: list[Callee], table: dict[str, types.FunctionType
     problems = []
     for name, success in offered_helpers.items():
         payload = {"action": name, "agent_id": success.agent, "args": dict(success.args)}
-        _, error = tracer.run(dispatch.function, board.copy(index_of[success.turn]), copy.deepcopy(payload))
-        if tracer.entered[:1] != [name] or set(tracer.entered) != {name}:
-            ran = ", ".join(f"{n}()" for n in dict.fromkeys(tracer.entered)) or "no helper"
-            problems.append(violation("dispatch-wrong-helper", "train.py",
-                                      f"{dispatch.label}(game, {payload}) ran {ran}"
-                                      + (f" and raised {type(error).__name__}: {error}" if error else "")
-                                      + f"; the named helper, and only it, must run as {name}(game, agent_id, **args)"))
-            break
+        game, direct = board.copy(index_of[success.turn]), board.copy(index_of[success.turn])
+        result, error = tracer.run(dispatch.function, game, copy.deepcopy(payload))
+        entered = list(tracer.entered)
+        expected, _ = call(table[name], direct, success.agent, **copy.deepcopy(success.args))
+        if entered[:1] != [name] or set(entered) != {name} or error is not None:
+            ran = ", ".join(f"{n}()" for n in dict.fromkeys(entered)) or "no helper"
+            detail = f"ran {ran}" + (f" and raised {type(error).__name__}: {error}" if error else "")
+        elif state(game) != state(direct) or type(result) is not type(expected) or result != expected:
+            changed = differences(state(direct), state(game))
+            detail = (f"ran {name}() but not as {name}(game, {success.agent}, **args): "
+                      + (f"the game differs at {show_path(changed[0])}" if changed
+                         else f"it returned {result!r} where the helper returns {expected!r}"))
+        else:
+            continue
+        problems.append(violation("dispatch-wrong-helper", "train.py",
+                                  f"{dispatch.label}(game, {payload}) {detail}; the named helper, and only it, must run "
+                                  f"as {name}(game, agent_id, **args), for that agent, and its result returned"))
+        break
     accepted = []
     first = next(iter(working.values()))
-    for action in [a for a in board.play.actions if str(a) not in table] + ["not_a_helper"]:
+    for action in [a for a in board.play.actions if str(a) not in table] + others + ["not_a_helper"]:
         _, error = tracer.run(dispatch.function, board.copy(index_of[first.turn]),
                               {"action": action, "agent_id": first.agent, "args": {}})
         if error is None and not tracer.entered:
@@ -483,6 +493,6 @@ def check_dispatch(candidates: list[Callee], table: dict[str, types.FunctionType
     if accepted:
         problems.append(violation("dispatch-accepts-raw-action", "train.py",
                                   f"{dispatch.label}(game, {{\"action\": {accepted[0]!r}, ...}}) returned without "
-                                  f"running a helper (also: {', '.join(map(repr, accepted[1:])) or 'none'}); a call "
-                                  f"must name an action helper, and anything else raises ValueError"))
+                                  f"running an action helper (also: {', '.join(map(repr, accepted[1:])) or 'none'}); a "
+                                  f"call must name an action helper, and anything else raises ValueError"))
     return problems

@@ -33,8 +33,8 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from orchestrator.rules.probe.values import (at, attributes, call, canonical, differences, guarded,
-                                             seed_everything, show_path)
+from orchestrator.rules.probe.values import (at, attributes, call, canonical, covered, differences, guarded,
+                                             same_object, seed_everything, show_path)
 
 MOST_AGENTS = 16
 COMPARED_TURNS = 8
@@ -271,7 +271,8 @@ class Factory:
 def find_factory(train: types.ModuleType, names: list[str], config: Any, config_name: str,
                  env_module: types.ModuleType) -> Factory | None:
     """The CUSTOMIZE function that builds the game: called with the config (and 0 for ints), it returns
-    an object of a class that is, or derives from, a class of env_move."""
+    an object of a class that is, or derives from, a class of env_move, or it builds one (and returns
+    something else: a wrapper)."""
     env_classes = game_classes(env_module)
     for name in names:
         function = getattr(train, name, None)
@@ -290,8 +291,8 @@ def find_factory(train: types.ModuleType, names: list[str], config: Any, config_
             continue
         finally:
             sys.setprofile(None)
-        if any(c in env_classes for c in type(game).__mro__):
-            return Factory(name, game, recorder.found)
+        if any(c in env_classes for c in type(game).__mro__) or recorder.found is not None:
+            return Factory(name, game, recorder.found)  # a game, or a wrapper around the game it built
     return None
 
 
@@ -306,24 +307,27 @@ def check_game(factory: Factory, play: Play, env_module: types.ModuleType) -> li
     game, who = factory.game, f"{factory.name}()"
     base = env_base(game, env_module)
     if type(game) is not base:
+        built = base or (factory.init[0] if factory.init else None)
         problems.append(violation("game-class-changed", "train.py",
                                   f"{who} returns a {type(game).__qualname__} (defined in {type(game).__module__}), "
-                                  f"not env_move's own {base.__name__ if base else 'game class'}: build the game "
-                                  f"with env_move's class itself, unchanged (no subclass, no wrapper)"))
+                                  f"not env_move's own {built.__name__ if built else 'game class'}: return the game "
+                                  f"built with env_move's class itself, unchanged (no subclass, no wrapper)"))
+        if base is None:
+            return problems
     own = sorted(k for k, v in (attributes(game) or {}).items() if is_function(v))
     if own:
         problems.append(violation("game-behaviour-changed", "train.py",
                                   f"the game {who} returns carries its own {', '.join(own)} (set on the object), "
                                   f"which replaces env_move's: leave the game's methods as env_move defines them"))
-    if play.init_args is not None:
-        clean = play.fresh()
-        if clean is not None and state(clean) == state(play.fresh()):  # deterministic: comparable
-            changed = differences(state(clean), state(game))
-            if changed:
-                problems.append(violation("game-behaviour-changed", "train.py",
-                                          f"the game {who} returns does not start as env_move's game built with the "
-                                          f"same arguments: {describe(changed, state(game), state(clean))}; "
-                                          f"build it with env_move's class and change nothing after"))
+    clean = play.fresh() if play.init_args is not None else None
+    if clean is not None and state(clean) == state(play.fresh()):  # deterministic: comparable
+        movable = mutable_paths(play, clean)
+        changed = [p for p in differences(state(clean), state(game)) if not covered(p, movable)]
+        if changed:
+            problems.append(violation("game-behaviour-changed", "train.py",
+                                      f"the game {who} returns is not env_move's game built with the same arguments: "
+                                      f"{describe(changed, state(game), state(clean))}, which no method of the game "
+                                      f"changes; build it with env_move's class and change nothing of it after"))
     if play.stepper is None:
         return problems
     twin = transplant(game, play.cls)
@@ -346,6 +350,53 @@ def check_game(factory: Factory, play: Play, env_module: types.ModuleType) -> li
             problems.append(behaviour_changed(who, turn, actions, play, detail))
             break
     return problems
+
+
+def mutable_paths(play: Play, start: Any) -> list[tuple]:
+    """What the game's own methods change (a reset, a step, the actions): a factory may have called them."""
+    before, paths = state(start), []
+    for name, (_, required) in public_methods(play.cls).items():
+        if required == 0:
+            game = copy.deepcopy(start)
+            if call(getattr(game, name), seconds=2.0)[1] is None:
+                paths += differences(before, state(game))
+    if play.stepper is not None:
+        game = copy.deepcopy(start)
+        for actions in play.sequence(3):
+            for agent, action in zip(play.agents, actions):
+                play.set(game, agent, action)
+            play.step(game)
+            paths += differences(before, state(game))
+    return paths
+
+
+def dependencies(module: types.ModuleType) -> dict[str, Any]:
+    """What env_move relies on from other modules, by dotted name: the attributes of the modules it imports,
+    the members of their classes and of the classes it imports by name (random.Random.random, ...)."""
+    found: dict[str, Any] = {}
+    classes = []
+    for name, value in vars(module).items():
+        if isinstance(value, types.ModuleType) and value is not module:
+            for attr, inner in vars(value).items():
+                if not attr.startswith("__"):
+                    found[f"{value.__name__}.{attr}"] = inner
+                    if isinstance(inner, type) and inner.__module__ == value.__name__:
+                        classes.append((f"{value.__name__}.{attr}", inner))
+        elif isinstance(value, type) and value.__module__ != module.__name__:
+            classes.append((f"{value.__module__}.{value.__qualname__}", value))
+    for dotted, cls in classes:
+        found.update({f"{dotted}.{member}": inner for member, inner in vars(cls).items() if not member.startswith("__")
+                      or member in ("__init__", "__new__", "__call__")})
+        found[f"{dotted}.<members>"] = frozenset(vars(cls))
+    return found
+
+
+def dependency_changes(module: types.ModuleType, before: dict[str, Any]) -> list[str]:
+    after = dependencies(module)
+    return sorted(k for k in before if not same_object(before[k], after.get(k, MISSING_VALUE)))
+
+
+MISSING_VALUE = object()
 
 
 def behaviour_changed(who: str, turn: int, actions: list[Any], play: Play, detail: str) -> dict:

@@ -95,6 +95,11 @@ def differences(a: Any, b: Any, path: Where = ()) -> list[Where]:
     return [] if a == b else [path]
 
 
+def covered(path: Where, allowed: list[Where]) -> bool:
+    """`path` is one of `allowed` or lies under one."""
+    return any(path[:len(a)] == a for a in allowed)
+
+
 def show_path(path: Where) -> str:
     """A path as code-like text: `_pending[1]`, `_positions[0]`, `stats.loss`."""
     text = "".join(f".{part}" if isinstance(part, str) and part.isidentifier() else f"[{part}]" for part in path)
