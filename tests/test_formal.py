@@ -105,8 +105,8 @@ def test_after_the_formal_run(state, route):
 def hidden_cap(folder: Path) -> None:
     """A thinking cap hidden from the static launch rule: a bash array expanded after "$@"."""
     script = folder / "launch_training.sh"
-    script.write_text(script.read_text().replace("set -euo pipefail", "set -euo pipefail\nEXTRA=(--max_thinking_tokens 8)", 1)
-                      .replace('train.py "$@"', 'train.py "$@" "${EXTRA[@]}"'))
+    text = script.read_text().replace("set -euo pipefail", "set -euo pipefail\nEXTRA=(--max_thinking_tokens 8)", 1)
+    script.write_text(text.replace('train.py "$@"', 'train.py "$@" "${EXTRA[@]}"'))
 
 
 def test_a_launch_that_would_not_run_the_plan_is_refused_before_it_starts(tmp_path: Path):

@@ -18,7 +18,6 @@ from conftest import edit_file, example_generated
 
 from orchestrator.checks import run_guards, run_import_check
 from orchestrator.demo import example, recorded_roles
-from orchestrator.rules import check_folder, errors
 from orchestrator.rules.dynamic import customize_callables, probe_folder
 from orchestrator.rules.recorded_launch import check_recorded_launch, probe_args
 from orchestrator.template import read_sections
@@ -47,7 +46,8 @@ def stepper(folder: Path) -> str:
 def simple_helper(folder: Path) -> str:
     """The reference helper whose body only sets an action and returns True (stay, wait)."""
     for node in ast.parse(read(folder, "helpers.py")).body:
-        body = [s for s in getattr(node, "body", []) if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        body = [s for s in getattr(node, "body", [])
+                if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
         if isinstance(node, ast.FunctionDef) and len(body) == 2 and isinstance(body[0], ast.Expr) \
                 and isinstance(body[1], ast.Return) and ast.unparse(body[1]) == "return True":
             return node.name
@@ -168,7 +168,8 @@ def probe(folder: Path, source: Path):
 def generic_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
     """GENERIC behaviour changed from CUSTOMIZE code while the GENERIC text stays byte-identical."""
     into_first_hole("import torch as _torch\n_torch.clamp = lambda value, *args, **kwargs: value")(folder)
-    in_factory(lambda f: "import __main__\n__main__.group_advantages = lambda returns, *args, **kwargs: returns")(folder)
+    in_factory(lambda f: "import __main__\n"
+                         "__main__.group_advantages = lambda returns, *args, **kwargs: returns")(folder)
     owner = replace_class_member(folder)
     in_dispatch(lambda f: "global ACTION_ERRORS\nACTION_ERRORS = (Exception,)")(folder)
     return [("generic-object-rebound", ("torch.clamp",)), ("generic-behaviour-changed", ("grpo_token_loss",)),
@@ -352,7 +353,8 @@ def hide(prelude: Callable[[Path], str], tail: str) -> Callable[[Path], None]:
 
 LAUNCH: dict[str, Callable[[Path], None]] = {
     "launch-process-count/variable": lambda f: (after_set(lambda _: "NP=4")(f), launch_edit(
-        r'--num_processes\s+(\$\(\([^)]*NUM_GPUS[^)]*\)\)|"?\$\{NUM_GPUS\}"?)', lambda _: '--num_processes "${NP}"', 1)(f)),
+        r'--num_processes\s+(\$\(\([^)]*NUM_GPUS[^)]*\)\)|"?\$\{NUM_GPUS\}"?)',
+        lambda _: '--num_processes "${NP}"', 1)(f)),
     "launch-overrides-args/variable": hide(lambda f: f'EXTRA="--{cap_field(f)} 8"', "${EXTRA}"),
     "launch-overrides-args/heredoc": hide(lambda f: f"EXTRA=$(cat <<'END'\n--{cap_field(f)} 8\nEND\n)", "${EXTRA}"),
     "launch-overrides-args/array": hide(lambda f: f"EXTRA=(--{cap_field(f)} 8)", '"${EXTRA[@]}"'),

@@ -97,7 +97,8 @@ def launch_refusal(folder: Path, args: list[str], gpus: int) -> dict | None:
     shown = "\n".join(str(v) for v in violations)
     summary = f"refused before launch: the recorded launch would not run the plan: {violations[0].message[:300]}"
     return {"check": "formal_train", "kind": "launch_overrides_plan", "summary": summary,
-            "text": f"{shown}\n\nThe orchestrator's command: bash {LAUNCH_SCRIPT} {' '.join(args)}\n\n{launch_text(folder)}",
+            "text": f"{shown}\n\nThe orchestrator's command: bash {LAUNCH_SCRIPT} {' '.join(args)}\n\n"
+                    f"{launch_text(folder)}",
             "files": [LAUNCH_SCRIPT], "fingerprint": fingerprint(f"formal_train\nlaunch\n{shown}")}
 
 

@@ -345,7 +345,8 @@ def config_holders(tree: ast.AST) -> set[str]:
                for a in n.args.args + n.args.kwonlyargs if a.annotation is not None
                and "GRPOConfig" in ast.unparse(a.annotation)}
     return holders | {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
-                      and ast.unparse(n.value.func).endswith("GRPOConfig") for t in n.targets if isinstance(t, ast.Name)}
+                      and ast.unparse(n.value.func).endswith("GRPOConfig")
+                      for t in n.targets if isinstance(t, ast.Name)}
 
 
 def check_config_reads(tree: ast.Module, fields: set[str], members: set[str]) -> list[Violation]:
@@ -389,7 +390,8 @@ def check_config_writes(text: str) -> list[Violation]:
                 callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
                 if callee in _SETTERS and any(isinstance(a, ast.Name) and a.id in holders for a in node.args[:2]):
                     written = ast.unparse(node)
-                elif callee in MUTATORS and isinstance(node.func, ast.Attribute) and _holder_root(node.func.value, holders):
+                elif callee in MUTATORS and isinstance(node.func, ast.Attribute) \
+                        and _holder_root(node.func.value, holders):
                     written = ast.unparse(node)
             if written:
                 found.append(Violation("config-written-at-run-time", "train.py", section.start_line + node.lineno,

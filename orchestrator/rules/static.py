@@ -52,9 +52,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from orchestrator.rules.integrity import (bound_names, check_config_reads, check_config_writes,
-                                          check_dispatch_uses_helpers, check_generic_rebinding, check_helper_references, check_menu_mutation,
-                                          check_protected_patches, check_shadowing, check_shadowing_files,
-                                          config_members)
+                                          check_dispatch_uses_helpers, check_generic_rebinding,
+                                          check_helper_references, check_menu_mutation, check_protected_patches,
+                                          check_shadowing, check_shadowing_files, config_members)
 from orchestrator.rules.launch import check_launch
 from orchestrator.rules.violation import Violation
 from orchestrator.template import (CUSTOMIZE, GENERIC, Section, TemplateError, outside_lines, read_sections,
@@ -140,8 +140,9 @@ def _check_field_types(tree: ast.Module, source_tree: ast.Module) -> list[Violat
 
 def _config_nodes(tree: ast.Module) -> list[ast.AnnAssign]:
     classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == CONFIG_CLASS]
-    return [node for node in classes[-1].body if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)] \
-        if classes else []
+    if not classes:
+        return []
+    return [node for node in classes[-1].body if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)]
 
 
 def _default_kind(node: ast.AnnAssign) -> str | None:

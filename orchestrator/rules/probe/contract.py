@@ -46,10 +46,9 @@ from orchestrator.rules.probe.effects import (OBSERVATION_HELPER, QUOTED, Board,
                                               check_dispatch, check_helpers, check_observation, check_prompts,
                                               check_stages)
 from orchestrator.rules.probe.game import (check_game, dependencies, dependency_changes, env_base, find_factory,
-                                           game_instance, import_apart, learn_play, reference_states, transplant,
-                                           violation)
+                                           game_instance, import_apart, learn_play, reference_states, transplant)
 from orchestrator.rules.probe.generic import TEMPLATE_MODULE, Reference
-from orchestrator.rules.probe.values import call, canonical, differences, digest, show_path
+from orchestrator.rules.probe.values import call, canonical, differences, digest, show_path, violation
 
 PROTECTED = ("env_move", "grpo_config")
 GENERATED = ("helpers", "prompt_template", "train")
@@ -210,9 +209,11 @@ def probe(folder: str, plan: dict[str, Any]) -> dict:
 
 
 def behaviour(modules: dict[str, types.ModuleType], loaded: dict[str, types.ModuleType],
-              reference_env: types.ModuleType | None, config: Any, plan: dict[str, Any], notes: list[str]) -> list[dict]:
+              reference_env: types.ModuleType | None, config: Any, plan: dict[str, Any],
+              notes: list[str]) -> list[dict]:
     """The game, helpers, observation, prompts and dispatch, on real game states."""
-    env_move, helpers, prompts, train = modules["env_move"], loaded["helpers"], loaded["prompt_template"], loaded["train"]
+    env_move, helpers = modules["env_move"], loaded["helpers"]
+    prompts, train = loaded["prompt_template"], loaded["train"]
     customize = plan.get("customize_callables", [])
     factory = find_factory(train, customize, config, CONFIG_CLASS, env_move) if config is not None else None
     if reference_env is None:
@@ -231,7 +232,7 @@ def behaviour(modules: dict[str, types.ModuleType], loaded: dict[str, types.Modu
                      "game checks skipped")
         return []
     ref_cls = type(start)
-    play = learn_play(ref_cls, start, [])
+    play = learn_play(ref_cls, start)
     if play is None:
         notes.append(f"no method of {ref_cls.__name__} takes (agent id, action): game checks skipped")
         return []

@@ -38,8 +38,8 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from orchestrator.rules.probe.game import Play, short, state, violation
-from orchestrator.rules.probe.values import at, call, canonical, covered, differences, show_path
+from orchestrator.rules.probe.game import Play, state
+from orchestrator.rules.probe.values import at, call, canonical, covered, differences, short, show_path, violation
 
 OBSERVATION_HELPER = "observation_to_text"
 JSON_ACTION = re.compile(r"""["']action["']\s*:\s*["']([A-Za-z_]\w*)["']""")
@@ -50,6 +50,7 @@ QUOTED = re.compile(r"""["']([A-Za-z_][\w-]{0,20})["']""")
 THINKING = "Probe reasoning 7f3a: the plan is to act on what I see."
 MOST_AGENTS = 4
 MOST_ARGUMENT_SETS = 16
+POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
 def action_helpers(helpers: types.ModuleType) -> dict[str, types.FunctionType]:
@@ -226,7 +227,8 @@ def check_helpers(table: dict[str, types.FunctionType], board: Board, words: lis
                   observe: Callable | None) -> tuple[list[dict], dict[str, Success]]:
     """Every action helper on every real state, for each agent: its return, its effect, its calls."""
     problems: list[dict] = []
-    tracer = HelperTracer({**table, **({OBSERVATION_HELPER: observe} if isinstance(observe, types.FunctionType) else {})})
+    observed = {OBSERVATION_HELPER: observe} if isinstance(observe, types.FunctionType) else {}
+    tracer = HelperTracer({**table, **observed})
     play = board.play
     setter_code = getattr(getattr(play.cls, play.setter, None), "__code__", None)
     working: dict[str, Success] = {}
@@ -334,12 +336,13 @@ def callees(train: types.ModuleType, names: list[str]) -> list[Callee]:
             if not isinstance(function, types.FunctionType):
                 continue
             params = list(inspect.signature(function).parameters.values())
-        arity = sum(1 for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        arity = sum(1 for p in params if p.default is p.empty and p.kind in POSITIONAL)
         found.append(Callee(name, function, arity))
     return found
 
 
-def find(candidates: list[Callee], arity: int, args: Callable[[], tuple], accept: Callable[[Any], bool]) -> Callee | None:
+def find(candidates: list[Callee], arity: int, args: Callable[[], tuple],
+         accept: Callable[[Any], bool]) -> Callee | None:
     for candidate in candidates:
         if candidate.arity == arity:
             result, error = call(candidate.function, *args(), seconds=2.0)
@@ -388,7 +391,8 @@ def check_stages(candidates: list[Callee], prompt_template: types.ModuleType, ob
             messages, error = call(function, *args)
             if error is not None or not is_messages(messages):
                 continue  # prompt-builder-output reports the builders; a broken train.py wrapper fails at run time
-            theirs = mine is None or (reference is not None and canonical(call(reference, *args)[0]) == canonical(messages))
+            theirs = mine is None or (reference is not None
+                                      and canonical(call(reference, *args)[0]) == canonical(messages))
             spelled = "obs, thinking" if len(args) == 3 else "obs"
             who = f"{builder if theirs else mine.label}({spelled}, {agent})"
             rendered[builder] = (text_of(messages), "prompt_template.py" if theirs else "train.py", who)
@@ -480,8 +484,8 @@ def check_dispatch(candidates: list[Callee], table: dict[str, types.FunctionType
         else:
             continue
         problems.append(violation("dispatch-wrong-helper", "train.py",
-                                  f"{dispatch.label}(game, {payload}) {detail}; the named helper, and only it, must run "
-                                  f"as {name}(game, agent_id, **args), for that agent, and its result returned"))
+                                  f"{dispatch.label}(game, {payload}) {detail}; the named helper, and only it, must "
+                                  f"run as {name}(game, agent_id, **args), for that agent, and its result returned"))
         break
     accepted = []
     first = next(iter(working.values()))

@@ -4,7 +4,7 @@ is that game.
 Nothing about any particular game is assumed. From a clean copy of env_move (imported apart, before
 any generated code runs) and a game built the way the training builds it, the probe learns:
 - the actions: values the game accepts, from env_move's module-level strings (tuples, lists, sets,
-  dict keys) and the values the helpers pass;
+  dict keys), else small ints;
 - the setter: the public method called as (agent id, action) that records the action and changes
   the game's state (`set_action`, `declare`, ...); the one that accepts the most actions;
 - the agents: the ids the setter accepts;
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from orchestrator.rules.probe.values import (at, attributes, call, canonical, covered, differences, guarded,
-                                             same_object, seed_everything, show_path)
+                                             same_object, seed_everything, short, show_path, violation)
 
 MOST_AGENTS = 16
 COMPARED_TURNS = 8
@@ -42,10 +42,6 @@ STATE_TURNS = (0, 3, 6)  # the real game states the helpers are judged on
 SEQUENCE_SEED = 20_240_601
 CONFIG_NAMES = ("config", "cfg", "conf", "args", "settings")
 INDEX_NAMES = ("seed", "index", "rank", "episode", "agent_id", "num")
-
-
-def violation(rule: str, file: str, message: str) -> dict[str, str]:
-    return {"rule": rule, "file": file, "message": message}
 
 
 def import_apart(path: str, name: str) -> types.ModuleType:
@@ -111,14 +107,16 @@ def public_methods(cls: type) -> dict[str, tuple[Callable, int]]:
         if not isinstance(raw, types.FunctionType):
             continue
         params = list(inspect.signature(raw).parameters.values())[1:]
-        required = [p for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        required = [p for p in params if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
+                                                                             p.POSITIONAL_OR_KEYWORD)]
         if not any(p.kind in (p.KEYWORD_ONLY,) and p.default is p.empty for p in params):
             found[name] = (raw, len(required))
     return found
 
 
-def action_words(module: types.ModuleType, extra: list[Any]) -> list[Any]:
-    """Candidate actions: strings of env_move's module-level tuples, lists, sets and dict keys, then `extra`."""
+def action_words(module: types.ModuleType) -> list[Any]:
+    """Candidate actions: strings of env_move's module-level tuples, lists, sets and dict keys, then small ints
+    (a game whose actions are numbers)."""
     words: list[Any] = []
     for name, value in vars(module).items():
         if name.startswith("__"):
@@ -127,8 +125,7 @@ def action_words(module: types.ModuleType, extra: list[Any]) -> list[Any]:
         if isinstance(value, (set, frozenset)):
             items = sorted(items, key=repr)
         words += [w for w in items if isinstance(w, str) and w.strip() and len(w) <= 40]
-    words += [w for w in extra if isinstance(w, (str, int)) and not isinstance(w, bool)]
-    return list(dict.fromkeys(words))
+    return list(dict.fromkeys(words)) + list(range(8))
 
 
 @dataclass
@@ -162,10 +159,9 @@ class Play:
         return None
 
 
-def learn_play(ref_cls: type, start: Any, extra_actions: list[Any]) -> Play | None:
+def learn_play(ref_cls: type, start: Any) -> Play | None:
     """The setter, its actions and agents, and the stepper of `ref_cls`, by trying them on copies of `start`."""
-    module = sys.modules[ref_cls.__module__]
-    candidates = action_words(module, extra_actions) + list(range(8))
+    candidates = action_words(sys.modules[ref_cls.__module__])
     methods = public_methods(ref_cls)
     before = state(start)
     setters = []
@@ -412,11 +408,6 @@ def describe(changed: list[tuple], here: Any, there: Any) -> str:
     first = changed[0]
     shown = f"{show_path(first)} is {short(at(here, first))} here but {short(at(there, first))} in env_move's"
     return shown + (f" (and {len(changed) - 1} more difference(s))" if len(changed) > 1 else "")
-
-
-def short(value: Any, limit: int = 120) -> str:
-    text = repr(value).replace("<float ", "").replace(">'", "'")
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def reference_states(play: Play, start: Any) -> list[tuple[int, Any]]:

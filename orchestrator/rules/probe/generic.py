@@ -25,8 +25,8 @@ import types
 import typing
 from typing import Any
 
-from orchestrator.rules.probe.game import short, violation
-from orchestrator.rules.probe.values import at, call, canonical, differences, digest, same_object, show_path, unwrap
+from orchestrator.rules.probe.values import (at, call, canonical, differences, digest, same_object, short, show_path,
+                                             unwrap, violation)
 
 TEMPLATE_MODULE = "_grpo_template_reference"
 SHAPES = ((2, 3), (3,))  # the tensors of each try: a batch of rows, then one row
@@ -221,8 +221,8 @@ class Reference:
         for name, original in self.builtins.items():
             if name in vars(train) or getattr(builtins, name) is not original:
                 problems.append(violation("generic-object-rebound", "train.py",
-                                          f"the builtin {name}, which the GENERIC code calls, is shadowed or replaced in "
-                                          f"train.py; name your own function differently"))
+                                          f"the builtin {name}, which the GENERIC code calls, is shadowed or "
+                                          f"replaced in train.py; name your own function differently"))
         return problems
 
     def compare_calls(self, train: types.ModuleType) -> list[dict]:
@@ -237,7 +237,8 @@ class Reference:
                 continue
             got, error = call(function, *args)
             if error is not None:
-                detail = f"raises {type(error).__name__}: {str(error)[:200]} where the template's returned {short(result)}"
+                detail = (f"raises {type(error).__name__}: {str(error)[:200]} where the template's returned "
+                          f"{short(result)}")
             elif canonical(got) != result:
                 detail = self.first_difference(canonical(got), result, "returns")
             elif canonical(args) != args_after:

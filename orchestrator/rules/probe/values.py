@@ -26,6 +26,16 @@ MAX_DEPTH = 12
 Where = tuple  # a path into a canonical form: attribute names, keys and indices
 
 
+def violation(rule: str, file: str, message: str) -> dict[str, str]:
+    return {"rule": rule, "file": file, "message": message}
+
+
+def short(value: Any, limit: int = 120) -> str:
+    """A value for a message: its repr (canonical floats unwrapped), cut at `limit`."""
+    text = repr(value).replace("<float ", "").replace(">'", "'")
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def is_array(value: Any) -> bool:
     """A tensor or array (torch, numpy, ...): has a dtype, a shape and tolist()."""
     return all(hasattr(value, name) for name in ("dtype", "shape", "tolist")) and not isinstance(value, type)
@@ -66,10 +76,11 @@ def canonical(value: Any, depth: int = 0) -> Any:
 def attributes(value: Any) -> dict[str, Any] | None:
     """An object's attributes: its __dict__ and its __slots__; None for an object without either."""
     found: dict[str, Any] | None = None
-    if hasattr(value, "__dict__") and not isinstance(value, type):
+    if isinstance(getattr(value, "__dict__", None), dict) and not isinstance(value, type):
         found = dict(vars(value))
     for cls in type(value).__mro__:
-        for name in getattr(cls, "__slots__", ()) if isinstance(getattr(cls, "__slots__", ()), (tuple, list)) else ():
+        slots = vars(cls).get("__slots__", ())
+        for name in [slots] if isinstance(slots, str) else slots:
             if name not in ("__dict__", "__weakref__") and hasattr(value, name):
                 found = {} if found is None else found
                 found[name] = getattr(value, name)
