@@ -161,7 +161,6 @@ def probe(folder: str, plan: dict[str, Any]) -> dict:
     notes: list[str] = []
     modules, problems = protected_modules(folder)
     before = {name: snapshot(module) for name, module in modules.items()}
-    relied_on = dependencies(modules["env_move"])
     argv = list(sys.argv)
     reference_env = reference = None
     if not plan.get("import_only"):
@@ -175,6 +174,7 @@ def probe(folder: str, plan: dict[str, Any]) -> dict:
         except Exception as exc:
             notes.append(f"the template could not be imported apart ({type(exc).__name__}: {exc}): GENERIC behaviour "
                          f"not compared")
+    relied_on = dependencies(modules["env_move"])  # after the libraries the template imports, before generated code
     loaded = import_generated()
     if "import_failed" in loaded:
         return loaded

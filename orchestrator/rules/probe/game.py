@@ -238,7 +238,7 @@ class InitRecorder:
 
 def fill_arguments(function: Callable, config: Any, config_name: str) -> list[Any] | None:
     """Positional arguments for a factory-like function: the config where it asks for one, 0 for an
-    index or seed; None when a required parameter is neither."""
+    index or seed; None when a required parameter is neither (a game, a text, a dict: not a factory)."""
     try:
         params = list(inspect.signature(function).parameters.values())
     except (TypeError, ValueError):
@@ -254,7 +254,7 @@ def fill_arguments(function: Callable, config: Any, config_name: str) -> list[An
             args.append(0)
         else:
             return None
-    return args if any(a is config for a in args) else None
+    return args
 
 
 @dataclass
