@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import signal
 import sys
 import types
@@ -26,13 +27,16 @@ MAX_DEPTH = 12
 Where = tuple  # a path into a canonical form: attribute names, keys and indices
 
 
+ADDRESS = re.compile(r" (at|of) 0x[0-9a-fA-F]+")  # a repr's memory address: different in every run
+
+
 def violation(rule: str, file: str, message: str) -> dict[str, str]:
-    return {"rule": rule, "file": file, "message": message}
+    return {"rule": rule, "file": file, "message": ADDRESS.sub("", message)}
 
 
 def short(value: Any, limit: int = 120) -> str:
-    """A value for a message: its repr (canonical floats unwrapped), cut at `limit`."""
-    text = repr(value).replace("<float ", "").replace(">'", "'")
+    """A value for a message: its repr (canonical floats unwrapped, no memory addresses), cut at `limit`."""
+    text = ADDRESS.sub("", repr(value).replace("<float ", "").replace(">'", "'"))
     return text if len(text) <= limit else text[:limit] + "..."
 
 
