@@ -30,7 +30,6 @@ The rules, each the running side of a line of the brief (game.py, effects.py and
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import importlib.util
 import inspect
@@ -45,8 +44,9 @@ from typing import Any
 from orchestrator.rules.probe.effects import (OBSERVATION_HELPER, QUOTED, Board, action_helpers, callees,
                                               check_dispatch, check_helpers, check_observation, check_prompts,
                                               check_stages)
-from orchestrator.rules.probe.game import (check_game, dependencies, dependency_changes, env_base, find_factory,
-                                           game_instance, import_apart, learn_play, reference_states, transplant)
+from orchestrator.rules.probe.game import (check_game, clean_start, dependencies, dependency_changes, env_base,
+                                           find_factory, game_instance, import_apart, learn_play, reference_states,
+                                           transplant)
 from orchestrator.rules.probe.generic import TEMPLATE_MODULE, Reference
 from orchestrator.rules.probe.values import call, canonical, differences, digest, show_path, violation
 
@@ -222,7 +222,7 @@ def behaviour(modules: dict[str, types.ModuleType], loaded: dict[str, types.Modu
         base = env_base(factory.game, env_move) or (factory.init[0] if factory.init else None)
         ref_cls = getattr(reference_env, base.__name__, None) if base else None
         args = factory.init[1] if factory.init and factory.init[0] is base else None
-        start = call(lambda: ref_cls(**copy.deepcopy(args)))[0] if ref_cls and args is not None else None
+        start = clean_start(ref_cls, args) if ref_cls is not None else None
         if start is None and ref_cls is not None and env_base(factory.game, env_move) is not None:
             start = transplant(factory.game, ref_cls)
     else:
