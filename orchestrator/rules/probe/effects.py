@@ -48,7 +48,7 @@ PLACEHOLDERS = {"name", "action", "action_name", "helper", "helper_name", "funct
                 "tool", "tool_name", "your_action", "some_action"}
 QUOTED = re.compile(r"""["']([A-Za-z_][\w-]{0,20})["']""")
 THINKING = "Probe reasoning 7f3a: the plan is to act on what I see."
-MOST_AGENTS = 4
+JUDGED_AGENTS = 4  # agents each helper is judged for, in every state
 MOST_ARGUMENT_SETS = 16
 POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
@@ -244,7 +244,7 @@ def check_helpers(table: dict[str, types.FunctionType], board: Board, words: lis
                 problems.append(violation(rule, "helpers.py", message))
 
         for index, (turn, _) in enumerate(board.states):
-            for agent in play.agents[:MOST_AGENTS]:
+            for agent in play.agents[:JUDGED_AGENTS]:
                 for args in arguments:
                     game = board.copy(index)
                     before = state(game)
