@@ -1,4 +1,5 @@
-"""The debug checks, cheapest first: guards (AST, no execution), import, then a short training run.
+"""The debug checks, cheapest first: rules (AST, and the launch script run with recorders), import (and
+the behaviour probe on a real game), then a short training run.
 
 Each returns a `CheckResult` rather than raising. Generated code only ever runs in a subprocess.
 The evidence is what the fix prompt needs: the violations, or the last traceback plus the generated

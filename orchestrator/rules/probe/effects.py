@@ -12,7 +12,7 @@ Each rule is the running side of a line of the brief:
   game but its own agent's pending action: not the board, not another agent's action, not the turn.
 - helper-invalid-action ("abstracts low-level actions": the game's own): the action a helper leaves is
   one the game's setter accepts, and a helper that only ever fails because the game refuses the
-  action it sets is flagged.
+  action it sets (a helper without arguments: that fails so at all) is flagged.
 - observation-not-from-helpers ("Use observation_to_text from helpers.py in format_observation"): the
   training's observation text contains observation_to_text's.
 - prompt-missing-observation, prompt-missing-thinking, prompt-missing-helper-menu,
@@ -21,8 +21,10 @@ Each rule is the running side of a line of the brief:
   the observation (both stages), Stage 1's output (Stage 2), every helper's name (Stage 2) and
   parameters (either stage), and an "agent_id" example equal to the agent's own id.
 - dispatch-wrong-helper, dispatch-accepts-raw-action ("parse JSON action → call the right helper
-  function"): a call naming a helper runs that helper and no other; a call naming a low-level action
-  or an unknown name runs no action.
+  function"): the CUSTOMIZE function that, given (game, call), runs a helper is the dispatch; a call
+  naming an offered helper runs that helper and no other, and does what calling it directly does (for
+  that agent, with its result); a call naming a low-level action, observation_to_text, a private
+  function or an unknown name raises instead of returning.
 - prompt-builder-output, unknown-action: the prompt builders return chat messages and offer only
   helpers.
 """
