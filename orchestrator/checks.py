@@ -1,4 +1,5 @@
-"""The debug checks, cheapest first: guards (AST, no execution), import, then a short training run.
+"""The debug checks, cheapest first: rules (AST, and the launch script run with recorders), import (and
+the behaviour probe on a real game), then a short training run.
 
 Each returns a `CheckResult` rather than raising. Generated code only ever runs in a subprocess.
 The evidence is what the fix prompt needs: the violations, or the last traceback plus the generated
@@ -22,10 +23,11 @@ from orchestrator.census import Census, census_env, read_census
 from orchestrator.config_file import accepted_values, load_config_class
 from orchestrator.execution import (ExecutionResult, execute, exit_after_done, last_traceback, launcher_failures,
                                     own_tracebacks, rank_errors, strip_progress_bars, tail)
-from orchestrator.rules import GENERATED_FILES, check_folder, errors
-from orchestrator.rules.dynamic import probe_folder
 from orchestrator.logformat import LogFormat, read_log, sample_problems
-from orchestrator.roles import ConfigRoles, deliver
+from orchestrator.roles import ConfigRoles, deliver, parses_command_line
+from orchestrator.rules import GENERATED_FILES, Violation, check_folder, errors
+from orchestrator.rules.dynamic import probe_folder
+from orchestrator.rules.recorded_launch import check_recorded_launch, probe_args
 
 EVIDENCE_CHARS = 6000
 IMPORTED_MODULES = ("helpers", "prompt_template", "train")
@@ -127,20 +129,56 @@ def _failure(check: str, result: ExecutionResult, folder: Path, what: str, logge
     return CheckResult(check, False, kind, summary, evidence, implicated_files(traceback), result.seconds, body)
 
 
-def run_guards(folder: Path, source_of_truth: Path) -> CheckResult:
-    violations = errors(check_folder(folder, source_of_truth))
+def launch_probe_args(folder: Path, cli: bool | None = None) -> list[str]:
+    """The arguments a recorded launch is given: the orchestrator's kind (every config field, each value
+    changed from its default) when values reach train.py as flags; `cli` None: guessed from whether the
+    template or the config parses the command line."""
+    config, template = folder / "grpo_config.py", folder / "grpo_template.py"
+    if cli is None:
+        cli = parses_command_line(*(p.read_text() for p in (config, template) if p.is_file()))
+    try:
+        return probe_args(config.read_text()) if cli else []
+    except (OSError, SyntaxError, ValueError):
+        return []  # the static rules report an unreadable config
+
+
+def rule_violations(folder: Path, source_of_truth: Path, launch_args: list[str] | None = None) -> list[Violation]:
+    """Every static rule, then the launch script run with recorders (rules/recorded_launch.py), unless the
+    static rules already found it missing or unparseable; warnings included."""
+    violations = check_folder(folder, source_of_truth)
+    if not any(v.file == "launch_training.sh" and v.rule in ("launch-syntax", "file-missing") for v in violations):
+        violations += check_recorded_launch(folder, launch_probe_args(folder) if launch_args is None else launch_args)
+    return violations
+
+
+def run_guards(folder: Path, source_of_truth: Path, launch_args: list[str] | None = None) -> CheckResult:
+    """rule_violations as a check. When a rule fails on Python code that compiles, the import check runs
+    too: a missing import can look like a broken rule (a dispatch that "never calls a helper" because
+    `helpers` is unbound), and the fix must see both."""
+    violations = errors(rule_violations(folder, source_of_truth, launch_args))
     if not violations:
         return CheckResult("rules", True, summary="every rule holds")
     files = list(dict.fromkeys(v.file for v in violations if v.file in GENERATED_FILES))
     evidence = "\n".join(str(v) for v in violations)
-    return CheckResult("rules", False, "guard", f"{len(violations)} rule violation(s); first: {violations[0]}",
-                       tail(evidence, EVIDENCE_CHARS), files)
+    summary = f"{len(violations)} rule violation(s); first: {violations[0]}"
+    if any(v.file.endswith(".py") for v in violations) and not any(v.rule == "syntax-error" for v in violations):
+        answer = probe_folder(folder, import_only=True)
+        if answer.import_failed:
+            failure = last_traceback(answer.traceback) or answer.traceback
+            evidence = (f"{tail(evidence, EVIDENCE_CHARS // 2)}\n\nThe import check fails too, and the rule(s) above "
+                        f"may be only its effect: `import {answer.import_failed}` raises:\n"
+                        f"{tail(failure, EVIDENCE_CHARS // 2)}")
+            files = list(dict.fromkeys([*files, *implicated_files(failure), f"{answer.import_failed}.py"]))
+            last = (failure.strip().splitlines() or [""])[-1]
+            summary += f"; `import {answer.import_failed}` fails too: {last[:200]}"
+    return CheckResult("rules", False, "guard", summary, tail(evidence, EVIDENCE_CHARS), files)
 
 
-def run_import_check(folder: Path, timeout_s: float = 300.0) -> CheckResult:
+def run_import_check(folder: Path, timeout_s: float = 300.0, source_of_truth: Path | None = None) -> CheckResult:
     """Phase 1 and the contract on a real game: one fresh interpreter imports helpers, prompt_template and
-    train (the first that fails is the evidence), then runs the dynamic rules (rules/contract_probe.py)."""
-    answer = probe_folder(folder, timeout_s)
+    train (the first that fails is the evidence), then runs the dynamic rules (rules/probe/), comparing
+    with the researcher's own files in `source_of_truth` (default: the folder's copies)."""
+    answer = probe_folder(folder, timeout_s, source_of_truth=source_of_truth)
     result = answer.result
     if result.timed_out:
         return _failure("import_check", result, folder, "the import check")

@@ -230,11 +230,12 @@ def check(
     source_of_truth: Path = typer.Option(Path("source_of_truth"), help="the files the rules compare against"),
     skip_import: bool = typer.Option(False, help="only the static rules: no import, no run on a real game"),
 ) -> None:
-    """Every rule over a folder, no LLM: the static ones, then the import check and the contract on a real game
-    (in a fresh interpreter). Exit 0 only when all pass; warnings are printed but do not fail."""
-    from orchestrator.checks import run_import_check
+    """Every rule over a folder, no LLM: the static ones, the launch script run with recorders, then the import
+    check and the behaviour rules on a real game (in a fresh interpreter). Exit 0 only when all pass; warnings
+    are printed but do not fail."""
+    from orchestrator.checks import rule_violations, run_import_check
     from orchestrator.runner import check_source_of_truth
-    from orchestrator.rules import check_folder, errors
+    from orchestrator.rules import errors
 
     try:
         check_source_of_truth(source_of_truth)
@@ -242,12 +243,12 @@ def check(
         _bad_input(str(exc))
     if not folder.is_dir():
         _bad_input(f"{folder} is not a folder")
-    violations = check_folder(folder, source_of_truth)
+    violations = rule_violations(folder, source_of_truth)
     for v in violations:
         console.print(str(v), markup=False, highlight=False)
     failed = bool(errors(violations))
     if not skip_import:
-        result = run_import_check(folder)
+        result = run_import_check(folder, source_of_truth=source_of_truth)
         if not result.passed:
             console.print(f"import {', '.join(result.files)}: {result.summary}", markup=False, highlight=False)
             console.print(result.evidence, markup=False, highlight=False)

@@ -152,7 +152,7 @@ def _agent_ids(game: Any, observe: Any, most: int = 8) -> list[int]:
 
 def _fresh_game(env_move: Any, seed: int) -> Any:
     """A new game for this seed: built with it, else reset with it, else as the contract probe builds one."""
-    from orchestrator.rules.contract_probe import game_instance
+    from orchestrator.rules.probe.game import game_instance
 
     game = game_instance(env_move)
     try:
@@ -248,7 +248,7 @@ def synthetic_turns(generated: Path, *, episodes: int, turns: int, seed: int) ->
     import env_move  # the generated folder's, resolved through sys.path
     import helpers
     import prompt_template
-    from orchestrator.rules.contract_probe import OBSERVATION_HELPER, action_helpers
+    from orchestrator.rules.probe.effects import OBSERVATION_HELPER, action_helpers
 
     table = action_helpers(helpers)
     observe = getattr(helpers, OBSERVATION_HELPER)

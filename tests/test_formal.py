@@ -1,16 +1,20 @@
-"""The formal run's config: proposals parsed and vetted by the memory arithmetic; small-issue rules."""
+"""The formal run's config: proposals parsed and vetted by the memory arithmetic; small-issue rules; a launch
+that would not run the plan is refused, a job that ran other values is a serious anomaly."""
 
 import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
-from conftest import SOURCE_OF_TRUTH
+from conftest import SOURCE_OF_TRUTH, example_generated
 
 from orchestrator.config_file import field_kinds, load_config_class
 from orchestrator.demo import example, recorded_roles
 from orchestrator.formal import (DEFAULT_MODEL, config_values, is_stand_in, mostly_unparseable, parse_proposal,
                                  token_cap_raise, vet)
 from orchestrator.graph import after_formal_train
+from orchestrator.nodes.finish import finish
+from orchestrator.nodes.train import launch_refusal, mismatch_evidence
 from orchestrator.probe import GPU, ProbeResult, SlurmNode
 from orchestrator.roles import ConfigRoles, to_args, validate_roles
 
@@ -106,3 +110,40 @@ def test_the_tiny_model_is_a_stand_in(tiny_model_dir: Path):
 ])
 def test_after_the_formal_run(state, route):
     assert after_formal_train(state) == route
+
+
+def hidden_cap(folder: Path) -> None:
+    """A thinking cap hidden from the static launch rule: a bash array expanded after "$@"."""
+    script = folder / "launch_training.sh"
+    text = script.read_text().replace("set -euo pipefail", "set -euo pipefail\nEXTRA=(--max_thinking_tokens 8)", 1)
+    script.write_text(text.replace('train.py "$@"', 'train.py "$@" "${EXTRA[@]}"'))
+
+
+def test_a_launch_that_would_not_run_the_plan_is_refused_before_it_starts(tmp_path: Path):
+    folder, _ = example_generated(tmp_path, "cleanup")
+    plan = ["--max_thinking_tokens", "16", "--episodes", "8"]
+    assert launch_refusal(folder, plan, gpus=0) is None and launch_refusal(folder, plan, gpus=2) is None
+    hidden_cap(folder)
+    for gpus in (0, 2):
+        evidence = launch_refusal(folder, plan, gpus=gpus)
+        assert evidence["kind"] == "launch_overrides_plan" and evidence["files"] == ["launch_training.sh"]
+        assert "--max_thinking_tokens 8 after the orchestrator's --max_thinking_tokens 16" in evidence["summary"]
+        assert "EXTRA=(--max_thinking_tokens 8)" in evidence["text"]  # the launch script itself is in the evidence
+
+
+def test_a_job_that_ran_other_values_than_the_plan_is_a_serious_anomaly_in_the_report(tmp_path: Path):
+    folder, _ = example_generated(tmp_path, "cleanup")
+    hidden_cap(folder)
+    evidence = mismatch_evidence(folder, {"max_thinking_tokens": [16, 8]}, ["--max_thinking_tokens", "16"])
+    assert evidence["kind"] == "config_mismatch" and "planned 16, ran 8" in evidence["summary"]
+    assert "EXTRA=(--max_thinking_tokens 8)" in evidence["text"]
+    assert after_formal_train({"evidence": evidence}) == "fix"
+    events = []
+    ctx = SimpleNamespace(run_id="r1", run_dir=tmp_path / "run", log=SimpleNamespace(record=events.append),
+                          on_event=lambda line: None)
+    attempts = [{"node": "formal_train", "attempt": 1, "outcome": "finished (config_mismatch)", "sha": "abc",
+                 "tokens": 10, "anomaly": {"kind": evidence["kind"], "summary": evidence["summary"]}},
+                {"node": "formal_train", "attempt": 2, "outcome": "finished", "sha": "def", "tokens": 10}]
+    finish({"attempts": attempts, "status": "running"}, SimpleNamespace(context=ctx))
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "formal_train attempt 1: **config_mismatch**" in report and "planned 16, ran 8" in report

@@ -1,6 +1,7 @@
 """The rules against a sloppy or scheming code writer, on both examples: each mutant kind is flagged with
-its own rule id, static ones by `check_folder`, dynamic ones by the import check's probe on a real game;
-controls that the brief allows pass. Mutants are built from each example's own files."""
+its own rule id by `check_folder` (the probe's mutants, which need a real game, are in
+test_rules_behaviour.py); controls that the brief allows pass. Mutants are built from each example's own
+files."""
 
 from __future__ import annotations
 
@@ -12,8 +13,6 @@ from pathlib import Path
 import pytest
 from conftest import edit_file, example_generated
 
-from orchestrator.checks import run_import_check
-from orchestrator.demo import example, recorded_roles
 from orchestrator.rules import check_folder, errors
 from orchestrator.rules.integrity import generic_names
 from orchestrator.rules.static import action_menus
@@ -51,6 +50,14 @@ def rebind_generic(folder: Path) -> None:
     tree_names = {n.name for n in ast.walk(ast.parse(template)) if isinstance(n, ast.FunctionDef)}
     name = sorted(generic_names(template) & tree_names)[0]
     into_first_hole(f"def {name}(*args, **kwargs):\n    return None\n")(folder)
+
+
+def generic_constant(folder: Path) -> str:
+    """A module-level constant a GENERIC section of the template assigns."""
+    template = (folder / "grpo_template.py").read_text()
+    assigned = {t.id for n in ast.parse(template).body if isinstance(n, ast.Assign) for t in n.targets
+                if isinstance(t, ast.Name)}
+    return sorted(generic_names(template) & assigned)[0]
 
 
 def mutate_menu(folder: Path) -> None:
@@ -93,27 +100,18 @@ STATIC: dict[str, Callable[[Path], None]] = {
     "action-menu-mutated": mutate_menu,
     "config-field-unknown": into_first_hole(
         "def _spare(config: GRPOConfig) -> int:\n    return getattr(config, 'num_lanes_xyz', 0)\n"),
+    "config-field-type-changed": lambda f: edit_file(f, "grpo_config.py", lambda t: re.sub(
+        r"(\n    \w+): int = ", r"\1: float = ", t, count=1)),
+    "config-written-at-run-time": into_first_hole("def _tune(config: GRPOConfig) -> None:\n    config.seed = 1\n"),
+    "generic-object-rebound/global": lambda f: into_first_hole(
+        f"def _reset() -> None:\n    global {generic_constant(f)}\n    {generic_constant(f)} = None\n")(f),
+    "generic-object-rebound/__main__": into_first_hole("import __main__ as _launched"),
     "launch-hardcoded-args": launch(r'train\.py "\$@"', 'train.py --seed 7 "$@"', 0),
     "launch-hardcoded-processes": launch(r"--num_processes[ =]+\S+", "--num_processes 8"),
     "launch-without-sbatch": launch(r"(?m)^#SBATCH[^\n]*\n", "", 0),
     "launch-without-accelerate": launch(r"-m accelerate\.commands\.launch[^\n]*", "train.py \"$@\"", 0),
     "launch-syntax": lambda f: edit_file(f, "launch_training.sh", lambda t: t + "\nif then fi\n"),
 }
-
-DYNAMIC: dict[str, Callable[[Path], None]] = {
-    "helper-returns-non-bool": append("helpers.py", lambda f: "def idle_around(env, agent_id) -> bool:\n    return 'WAIT'"),
-    "helper-raises": append("helpers.py", lambda f: "def idle_around(env, agent_id) -> bool:\n    return undefined_name"),
-    "helper-calls-helper": append("helpers.py", lambda f: (
-        f"_STEPS = [{a_helper(f)}]\n\n\ndef relay_all(env, agent_id) -> bool:\n"
-        "    return all(step(env, agent_id) for step in _STEPS)")),
-    "observation-to-text": lambda f: edit_file(f, "helpers.py", lambda t: re.sub(
-        r"(def observation_to_text\([^)]*\)[^:]*:\n)", r'\1    return "You see a field."\n', t, count=1)),
-    "protected-module-patched": into_first_hole("import env_move as _game\n_game.render_patched = None"),
-    "config-invalid": lambda f: edit_file(f, "grpo_config.py", lambda t: re.sub(
-        rf"(\b{recorded_roles(example(f.name))['roles']['group_generations']}\s*:\s*int\s*=\s*(?:field\(default=)?)\d+",
-        r"\g<1>1", t, count=1)),
-}
-
 
 @pytest.mark.parametrize("kind", sorted(STATIC))
 @pytest.mark.parametrize("name", EXAMPLES)
@@ -122,16 +120,6 @@ def test_static_rules_flag_each_mutant(tmp_path: Path, name: str, kind: str) -> 
     STATIC[kind](folder)
     found = {v.rule for v in errors(check_folder(folder, source))}
     assert kind.split("/")[0] in found, found
-
-
-@pytest.mark.parametrize("kind", sorted(DYNAMIC))
-@pytest.mark.parametrize("name", EXAMPLES)
-def test_the_probe_on_a_real_game_flags_each_mutant(tmp_path: Path, name: str, kind: str) -> None:
-    folder, _ = example_generated(tmp_path, name)
-    DYNAMIC[kind](folder)
-    result = run_import_check(folder)
-    assert not result.passed and result.kind == "contract", result.summary
-    assert f"{kind} " in result.evidence, result.evidence
 
 
 CONTROLS: dict[str, Callable[[Path], None]] = {
@@ -149,13 +137,6 @@ def test_controls_the_brief_allows_pass(tmp_path: Path, name: str, control: str)
     folder, source = example_generated(tmp_path, name)
     CONTROLS[control](folder)
     assert errors(check_folder(folder, source)) == []
-
-
-@pytest.mark.parametrize("name", EXAMPLES)
-def test_the_reference_sets_pass_the_probe(tmp_path: Path, name: str) -> None:
-    folder, _ = example_generated(tmp_path, name)
-    result = run_import_check(folder)
-    assert result.passed, result.evidence
 
 
 def test_a_dispatch_that_never_calls_a_helper_is_flagged() -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import copy_generated_set, edit_file, example_generated
 from orchestrator.checks import RuntimeCheckSpec, run_import_check, run_runtime_check
+from orchestrator.rules.probe.game import STATE_TURNS
 from orchestrator.config_file import field_kinds, load_config_class
 from orchestrator.demo import example, recorded_roles
 from orchestrator.roles import validate_roles
@@ -99,11 +100,12 @@ def cleanup_roles():
 def test_a_name_error_inside_a_helper_passes_the_import_check_and_is_caught_by_the_runtime_check(
         cleanup_agent: Path, tmp_path: Path):
     folder = copy_generated_set(tmp_path / "generated")
-    # a bug only play reaches: on a fresh game (the import check's contract probe) the helpers work
+    # a bug only play reaches: on the game states the import check's probe judges helpers on, they work
+    turn = next(t for t in range(1, 3) if t not in STATE_TURNS)  # the short run plays 3 turns
     for helper in ("stay", "clean", "move"):
         edit_file(folder, "helpers.py", lambda t, h=helper: re.sub(
             rf"(def {h}\(env: CleanupEnv, agent_id: int[^)]*\) -> bool:\n    \"\"\"[^\n]*\"\"\"\n)",
-            r"\1    if env.step_count > 0:\n        return arrived\n", t, count=1))
+            rf"\1    if env.step_count == {turn}:\n        return arrived\n", t, count=1))
     assert run_import_check(folder).passed
     spec = RuntimeCheckSpec(model=str(cleanup_agent), real_model=False, plays=True, episodes=4, turns=3)
     result = run_runtime_check(folder, spec, cleanup_roles(), tmp_path / "check")

@@ -12,9 +12,10 @@ from typing import Callable
 from langgraph.runtime import Runtime
 
 from orchestrator.actionlog import Event
-from orchestrator.checks import CheckResult, judge_short_run, run_guards, run_import_check, short_run, unset_roles_note
+from orchestrator.checks import (CheckResult, judge_short_run, launch_probe_args, run_guards, run_import_check,
+                                 short_run, unset_roles_note)
 from orchestrator.nodes.logformat import known_format, learn_log_format
-from orchestrator.roles import ConfigRoles
+from orchestrator.roles import CLI, ConfigRoles
 from orchestrator.state import RunContext, RunState
 from orchestrator.tiny_agent import TINY_AGENT, playing_model
 
@@ -60,12 +61,14 @@ def stubborn(state: RunState, check: str, fingerprint: str) -> bool:
 
 def rules(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
-    return record_check(state, ctx, run_guards(ctx.generated, ctx.source_of_truth))
+    cli = ConfigRoles.from_dict(state["roles"]).delivery == CLI if state.get("roles") else None
+    return record_check(state, ctx, run_guards(ctx.generated, ctx.source_of_truth,
+                                               launch_args=launch_probe_args(ctx.generated, cli)))
 
 
 def import_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
-    return record_check(state, ctx, run_import_check(ctx.generated))
+    return record_check(state, ctx, run_import_check(ctx.generated, source_of_truth=ctx.source_of_truth))
 
 
 LEARNABLE = ("no_updates", "unreadable_log")  # the log may be fine but written in a format the guess cannot read

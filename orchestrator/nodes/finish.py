@@ -20,6 +20,11 @@ def finish(state: RunState, runtime: Runtime[RunContext]) -> dict:
              "", "| node | attempt | outcome | commit | tokens |", "|---|---|---|---|---|"]
     lines += [f"| {a['node']} | {a['attempt']} | {a['outcome']} | {(a.get('sha') or '-')[:10]} | {a['tokens']} |"
               for a in state.get("attempts") or []]
+    anomalies = [a for a in state.get("attempts") or [] if a.get("anomaly")]
+    if anomalies:
+        lines += ["", "## Formal runs stopped, refused or not run as planned", ""]
+        lines += [f"- formal_train attempt {a['attempt']}: **{a['anomaly']['kind']}**: {a['anomaly']['summary']}"
+                  for a in anomalies]
     evidence = state.get("evidence")
     if status != "done" and evidence:
         lines += ["", f"## Last evidence ({evidence.get('check')})", "", "```", evidence.get("text", ""), "```"]

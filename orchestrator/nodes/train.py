@@ -1,9 +1,13 @@
 """formal_train: size the config to the GPUs, launch, watch train.logs, stop on a serious anomaly.
 
-The LLM proposes values; impossible ones are refused by the memory arithmetic before launching.
-The job runs as a child process group (or a SLURM job) that this node owns. Its logs and the
-reproducibility manifest are committed whatever the outcome; a serious anomaly becomes evidence
-for `fix`, after which every check re-runs and the formal run restarts, within the fix budget.
+The LLM proposes values; impossible ones are refused by the memory arithmetic before launching, and a
+launch that would not run them is refused too: launch_training.sh is run first with recorders for this
+machine's GPUs (rules/recorded_launch.py), and when train.py would get another value than the plan's, or
+another process count, nothing starts. The job runs as a child process group (or a SLURM job) that this
+node owns. Its logs and the reproducibility manifest are committed whatever the outcome; a serious
+anomaly becomes evidence for `fix`, after which every check re-runs and the formal run restarts, within
+the fix budget. A job whose saved config differs from the vetted plan is such an anomaly
+(`config_mismatch`), with the launch script in the evidence, whatever its training curves say.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from orchestrator.monitor import MonitorConfig, Progress, progress, summarize_tr
 from orchestrator.plots import PLOTS_DIR, STOP_MARK, write_curves
 from orchestrator.nodes.checks import fixes_for
 from orchestrator.probe import ProbeResult
+from orchestrator.rules.recorded_launch import NAME as LAUNCH_SCRIPT, check_recorded_launch
 from orchestrator.tiny_agent import TINY_AGENT, playing_model
 from orchestrator.prompts import file_blocks, render
 from orchestrator.roles import CLI, ConfigRoles, deliver
@@ -93,14 +98,44 @@ def exited_after_done(result: JobResult) -> bool:
 
 
 def stop_marks(result: JobResult) -> dict:
-    """Where the formal run went wrong, for its curves and its attempt record: the first anomaly (kind, update,
-    message), the last update a run we stopped logged, and both as (update, label) marks."""
+    """Where the formal run went wrong, for its curves and its attempt record: the update of the first anomaly,
+    the last update a run we stopped logged, and both as (update, label) marks."""
     anomaly = result.anomalies[0] if result.anomalies else None
     stopped_at = progress(result.records).update if result.status in STOPPED else None
     marks = [(anomaly.update, anomaly.kind)] if anomaly is not None and anomaly.update is not None else []
     marks += [(stopped_at, STOP_MARK)] if stopped_at is not None else []
-    return {"marks": marks, "stopped_at": stopped_at,
-            "anomaly": {"kind": anomaly.kind, "update": anomaly.update, "message": anomaly.message} if anomaly else None}
+    return {"marks": marks, "stopped_at": stopped_at, "anomaly_update": anomaly.update if anomaly else None}
+
+
+def launch_text(folder: Path) -> str:
+    script = folder / LAUNCH_SCRIPT
+    return f"{LAUNCH_SCRIPT}:\n{script.read_text() if script.is_file() else '(missing)'}"
+
+
+def launch_refusal(folder: Path, args: list[str], gpus: int) -> dict | None:
+    """Evidence when launch_training.sh, run with recorders for this machine's GPUs, would not start train.py
+    with the plan's values (and one process per GPU); None when it would."""
+    violations = check_recorded_launch(folder, args, (gpus,), expect_processes=gpus > 0)
+    if not violations:
+        return None
+    shown = "\n".join(str(v) for v in violations)
+    summary = f"refused before launch: the recorded launch would not run the plan: {violations[0].message[:300]}"
+    return {"check": "formal_train", "kind": "launch_overrides_plan", "summary": summary,
+            "text": f"{shown}\n\nThe orchestrator's command: bash {LAUNCH_SCRIPT} {' '.join(args)}\n\n"
+                    f"{launch_text(folder)}",
+            "files": [LAUNCH_SCRIPT], "fingerprint": fingerprint(f"formal_train\nlaunch\n{shown}")}
+
+
+def mismatch_evidence(folder: Path, differs: dict, args: list[str]) -> dict:
+    """A job that ran with values other than the vetted plan: a serious anomaly, whatever its curves say."""
+    shown = ", ".join(f"{k}: planned {planned!r}, ran {ran!r}" for k, (planned, ran) in differs.items())
+    return {"check": "formal_train", "kind": "config_mismatch",
+            "summary": f"the job ran with values other than the vetted plan ({shown}); something between the "
+                       f"plan and train.py overrode them",
+            "text": f"The job's saved config differs from the plan: {shown}.\nThe orchestrator's command: bash "
+                    f"{LAUNCH_SCRIPT} {' '.join(args)}\nLook for values written after \"$@\", in variables, arrays or "
+                    f"heredocs of the launch script, or set by train.py's code.\n\n{launch_text(folder)}",
+            "files": [LAUNCH_SCRIPT, "train.py"], "fingerprint": fingerprint(f"formal_train\nconfig_mismatch\n{shown}")}
 
 
 def small_issue_fix(state: RunState, ctx: RunContext, model: str, config: dict, roles: ConfigRoles, log_dir: Path,
@@ -183,6 +218,18 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
                    source_of_truth=ctx.source_of_truth, seeds={"random_seed": roles.read(config).get("random_seed")},
                    request_ids=answer.request_ids, workspace_sha=ctx.workspace.head_sha())
     use_slurm = ctx.formal.use_slurm and machine.slurm
+    changed = [rel_dir] + ([f"{GENERATED_DIR}/grpo_config.py"] if roles.delivery != CLI else [])
+    refusal = launch_refusal(ctx.generated, args, len(machine.gpus))
+    if refusal is not None:
+        ctx.log.record(Event(ctx.run_id, "formal_train", "refused", "the launch must run the vetted plan",
+                             refusal["summary"], tokens=int(row["tokens"]), cost_usd=answer.cost_usd))
+        ctx.on_event(f"formal_train: {refusal['summary']}")
+        sha = ctx.workspace.commit(changed, node="formal_train", attempt=attempt, outcome="refused before launch",
+                                   tokens=int(row["tokens"]), body=refusal["summary"], allow_empty=True)
+        return {**spend, **with_budget(state, ctx, refusal),
+                "attempts": [{"node": "formal_train", "attempt": attempt, "outcome": "refused before launch",
+                              "sha": sha, "tokens": int(row["tokens"]), "cost_usd": answer.cost_usd,
+                              "anomaly": {"kind": refusal["kind"], "summary": refusal["summary"], "update": None}}]}
     ctx.log.record(Event(ctx.run_id, "formal_train", "launch", "the formal run, sized to this machine",
                          f"{'sbatch' if use_slurm else 'bash'} launch_training.sh {' '.join(args)}",
                          tokens=int(row["tokens"]), cost_usd=answer.cost_usd, extra={"overrides": overrides}))
@@ -202,33 +249,40 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     drawn = curves.reason or f"{len(curves.files)} curves in {plots_dir}"
     ctx.log.record(Event(ctx.run_id, "formal_train", "curves", "learning you can see: a PNG per metric", drawn))
     ctx.on_event(f"formal_train: {drawn}")
+    mismatch = None
     saved = saved_job_config(out_dir, set(config))
     if saved is not None:
         differs = record_job_config(log_dir / "manifest.json", config, *saved)
         if differs:
+            mismatch = mismatch_evidence(ctx.generated, differs, args)
             ctx.log.record(Event(ctx.run_id, "formal_train", "config_mismatch",
-                                 "the manifest must say what the job really ran with",
-                                 f"the job's saved config differs from the plan: {differs}"))
-            ctx.on_event(f"formal_train: WARNING the job ran with {differs} (planned, ran)")
+                                 "the job must run with the vetted plan: a serious anomaly", mismatch["summary"]))
+            ctx.on_event(f"formal_train: SERIOUS {mismatch['summary']}")
     if exited_after_done(result):  # trained to the end; a process died at exit: nothing for fix to repair
         result = replace(result, status="finished")
-    outcome = result.status + (f" ({result.anomalies[0].kind})" if result.anomalies else "")
-    changed = [rel_dir] + ([f"{GENERATED_DIR}/grpo_config.py"] if roles.delivery != CLI else [])
+    outcome = result.status + (f" ({result.anomalies[0].kind})" if result.anomalies else
+                               " (config_mismatch)" if mismatch else "")
     sha = ctx.workspace.commit(changed, node="formal_train", attempt=attempt, outcome=outcome, tokens=int(row["tokens"]),
                                body=f"model {model}; overrides {overrides}; {len(result.records)} log records")
     ctx.log.record(Event(ctx.run_id, "formal_train", "watch", "monitor train.logs until the run ends or misbehaves",
                          f"{outcome} after {result.seconds:.0f} s; commit {sha}", extra={"sha": sha}))
     ctx.on_event(f"formal_train: {outcome} after {result.seconds:.0f} s")
-    update = {**spend, "formal_log_dir": str(log_dir),
-              "attempts": [{"node": "formal_train", "attempt": attempt, "outcome": outcome, "sha": sha,
-                            "tokens": int(row["tokens"]), "cost_usd": answer.cost_usd,
-                            "anomaly": where["anomaly"], "stopped_at": where["stopped_at"]}]}
-    if result.status == "finished":
+    record_row = {"node": "formal_train", "attempt": attempt, "outcome": outcome, "sha": sha,
+                  "tokens": int(row["tokens"]), "cost_usd": answer.cost_usd, "stopped_at": where["stopped_at"]}
+    update = {**spend, "formal_log_dir": str(log_dir), "attempts": [record_row]}
+    if result.status == "finished" and mismatch is None:
         return {**update, **small_issue_fix(state, ctx, model, config, roles, log_dir, log_format)}
     log_text = (log_dir / LOG_NAME).read_text() if (log_dir / LOG_NAME).exists() else ""
-    update["evidence"] = evidence_of(result, tail(log_text, 3000))
+    evidence = mismatch if result.status == "finished" else evidence_of(result, tail(log_text, 3000))
+    record_row["anomaly"] = {"kind": evidence["kind"], "summary": evidence["summary"],
+                             "update": None if mismatch else where["anomaly_update"]}
+    return {**update, **with_budget(state, ctx, evidence)}
+
+
+def with_budget(state: RunState, ctx: RunContext, evidence: dict) -> dict:
+    """The evidence for fix, or a blocked run once the formal run's fix budget is spent."""
     used = fixes_for(state, "formal_train")
     if used >= ctx.limits.max_attempts_per_check:
-        update |= {"status": "blocked", "exit_reason": f"formal_train still failing after {used} fixes: "
-                                                       f"{update['evidence']['summary']}"}
-    return update
+        return {"evidence": evidence, "status": "blocked",
+                "exit_reason": f"formal_train still failing after {used} fixes: {evidence['summary']}"}
+    return {"evidence": evidence}

@@ -2,7 +2,7 @@
 
 A sloppy or scheming code writer can leave env_move.py byte-identical and still change what runs, make
 one helper call another without a direct call, or drift the action names at run time. Each rule is a
-pure function over parsed texts; the dynamic layer (contract_probe.py) catches what the AST cannot.
+pure function over parsed texts; the dynamic layer (probe/contract.py) catches what the AST cannot.
 
 - protected-module-patched: no generated file assigns to, deletes or `setattr`s an attribute of
   env_move, grpo_config or anything imported from them, nor writes `sys.modules` ("Do NOT modify
@@ -10,8 +10,9 @@ pure function over parsed texts; the dynamic layer (contract_probe.py) catches w
 - protected-module-shadowed: no generated file binds the name `env_move` or `grpo_config` to
   anything but that module, and the folder holds no package or module that would be imported instead.
 - generic-object-rebound: a CUSTOMIZE section of train.py neither redefines nor patches what a GENERIC
-  section defines, nor reaches it through `globals()` or `sys.modules` ("Keep all GENERIC sections
-  unchanged": a later definition would replace the generic one at run time).
+  section defines, nor declares it `global`, nor reaches it through `globals()`, `sys.modules` or
+  `__main__` ("Keep all GENERIC sections unchanged": a later definition would replace the generic one
+  at run time).
 - helper-reference: no helper, private function or class of helpers.py reaches a public helper other
   than itself by name (an alias, a table, a lambda, a default argument), and no module-level alias or
   table of helpers is used by one ("Functions must be independent — no helper calling another helper").
@@ -23,6 +24,8 @@ pure function over parsed texts; the dynamic layer (contract_probe.py) catches w
   helpers module), not raw low-level actions ("parse JSON action → call the right helper function").
 - config-field-unknown: train.py reads no attribute of the config that GRPOConfig does not have
   (`config.x`, `getattr(config, "x", default)`) ("Use GRPOConfig field names exactly as defined").
+- config-written-at-run-time: no CUSTOMIZE code of train.py writes to the config it is given ("Set configs
+  for train.py via grpo_config.py or cmd parameters": a value set in code silently wins over the plan).
 """
 
 from __future__ import annotations
@@ -165,17 +168,22 @@ def check_generic_rebinding(text: str, template_text: str) -> list[Violation]:
         for node in ast.walk(tree):
             line = section.start_line + node.lineno if hasattr(node, "lineno") else None
             rebound = bound_names(node) & generic if top_level and node in tree.body else set()
+            if isinstance(node, ast.Global):
+                rebound |= set(node.names) & generic
             patched = {t for t in _assigned_attribute_roots(node) if t in generic}
             lookups = _dynamic_lookup(node)
             for name in sorted(rebound | patched):
+                how = "patches" if name in patched else "rebinds (`global`)" if isinstance(node, ast.Global) else \
+                    "redefines"
                 found.append(Violation("generic-object-rebound", "train.py", line,
-                                       f"this CUSTOMIZE section {'patches' if name in patched else 'redefines'} "
+                                       f"this CUSTOMIZE section {how} "
                                        f"{name}, which a GENERIC section defines; the generic code must run as the "
                                        f"template wrote it: pick another name or change your own code"))
             if lookups:
                 found.append(Violation("generic-object-rebound", "train.py", line,
-                                       f"{lookups} in a CUSTOMIZE section can replace what the GENERIC sections "
-                                       f"define; refer to your own objects by name"))
+                                       f"{lookups} in a CUSTOMIZE section reaches objects by name at run time, "
+                                       f"so it can replace what the GENERIC sections define (or what a protected "
+                                       f"module holds); refer to your own objects by name"))
     return found
 
 
@@ -202,6 +210,11 @@ def _dynamic_lookup(node: ast.AST) -> str:
     if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
             (getattr(node, "module", None) or a.name).split(".")[0] == "importlib" for a in node.names):
         return "importlib"
+    if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+            (getattr(node, "module", None) or a.name) in ("__main__", "train") for a in node.names):
+        return "importing train.py itself (as __main__ or train)"
+    if isinstance(node, ast.Attribute) and node.attr in ("__globals__", "f_globals", "__builtins__"):
+        return f"`.{node.attr}` (a module's own namespace)"
     return ""
 
 
@@ -315,18 +328,30 @@ def check_dispatch_uses_helpers(tree: ast.Module, helpers: set[str]) -> list[Vio
             return []
         if isinstance(node, ast.ImportFrom) and node.module == "helpers" and any(a.name == "*" for a in node.names):
             return []
+    unbound = next((n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == "helpers"
+                    and isinstance(n.ctx, ast.Load)), None)
+    if unbound is not None and not modules:
+        return [Violation("dispatch-bypasses-helpers", "train.py", unbound.lineno,
+                          "train.py uses the name `helpers` but never imports it, so every use raises NameError; "
+                          "add `import helpers` to the imports")]
     return [Violation("dispatch-bypasses-helpers", "train.py", None,
                       f"train.py never calls an action helper of helpers.py ({', '.join(sorted(helpers))}); the "
                       f"parsed JSON action must call the named helper as NAME(env, agent_id, **args)")]
 
 
-def check_config_reads(tree: ast.Module, fields: set[str], members: set[str]) -> list[Violation]:
-    """`config.x` and `getattr(config, "x", ...)` on a name that holds the GRPOConfig."""
+def config_holders(tree: ast.AST) -> set[str]:
+    """Names that hold the GRPOConfig: parameters annotated with it, names assigned GRPOConfig(...)."""
     holders = {a.arg for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                for a in n.args.args + n.args.kwonlyargs if a.annotation is not None
                and "GRPOConfig" in ast.unparse(a.annotation)}
-    holders |= {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
-                and ast.unparse(n.value.func).endswith("GRPOConfig") for t in n.targets if isinstance(t, ast.Name)}
+    return holders | {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                      and ast.unparse(n.value.func).endswith("GRPOConfig")
+                      for t in n.targets if isinstance(t, ast.Name)}
+
+
+def check_config_reads(tree: ast.Module, fields: set[str], members: set[str]) -> list[Violation]:
+    """`config.x` and `getattr(config, "x", ...)` on a name that holds the GRPOConfig."""
+    holders = config_holders(tree)
     known = fields | members
     found = []
     for node in ast.walk(tree):
@@ -343,6 +368,46 @@ def check_config_reads(tree: ast.Module, fields: set[str], members: set[str]) ->
                                    f"GRPOConfig has no field {name!r}; use one of its fields: "
                                    f"{', '.join(sorted(fields))}"))
     return found
+
+
+_SETTERS = {"setattr", "delattr", "__setattr__", "__delattr__"}
+
+
+def check_config_writes(text: str) -> list[Violation]:
+    """No CUSTOMIZE code of train.py writes to the config it is given: `config.x = ...`, `setattr(config, ...)`,
+    `object.__setattr__(config, ...)`, `vars(config)[...] = ...`, `config.__dict__.update(...)`."""
+    found = []
+    for section in read_sections(text):
+        tree = _parse(section.text) if section.kind == CUSTOMIZE else None
+        holders = config_holders(tree) if tree else set()
+        for node in ast.walk(tree) if holders else []:
+            written = None
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+                written = next((ast.unparse(t) for t in targets if isinstance(t, (ast.Attribute, ast.Subscript))
+                                and _holder_root(t, holders)), None)
+            elif isinstance(node, ast.Call):
+                callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if callee in _SETTERS and any(isinstance(a, ast.Name) and a.id in holders for a in node.args[:2]):
+                    written = ast.unparse(node)
+                elif callee in MUTATORS and isinstance(node.func, ast.Attribute) \
+                        and _holder_root(node.func.value, holders):
+                    written = ast.unparse(node)
+            if written:
+                found.append(Violation("config-written-at-run-time", "train.py", section.start_line + node.lineno,
+                                       f"{written} writes the training config from CUSTOMIZE code; values reach "
+                                       f"train.py through grpo_config.py or the command line (the orchestrator sets "
+                                       f"and checks them), never from the code: read the config, do not change it"))
+    return found
+
+
+def _holder_root(node: ast.expr, holders: set[str]) -> bool:
+    """`config.x`, `config.__dict__[...]`, `vars(config)[...]`: an expression rooted in a config holder."""
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "vars" and node.args:
+        node = node.args[0]
+    return isinstance(node, ast.Name) and node.id in holders
 
 
 def config_members(config_text: str) -> tuple[set[str], set[str]]:

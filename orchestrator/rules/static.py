@@ -13,9 +13,10 @@ Rule ids, cheapest first:
 - syntax-error: each .py file compiles.
 - protected-file-changed: env_move.py and grpo_template.py are byte-identical to the source of
   truth ("Do NOT modify env_move.py, or grpo_template.py").
-- config-class-missing, config-fields-changed: grpo_config.py keeps class GRPOConfig with exactly
-  the source's field names ("Do NOT add or delete parameters in grpo_config.py, but you can change
-  values").
+- config-class-missing, config-fields-changed, config-field-type-changed: grpo_config.py keeps class
+  GRPOConfig with exactly the source's field names, each with its annotation and the kind of its
+  default ("Do NOT add or delete parameters in grpo_config.py, but you can change values": values, not
+  types).
 - markers-broken, sections-changed: train.py has the template's sections, in the template's order,
   each opened by the template's own marker line ("Replace every # === CUSTOMIZE === section").
 - generic-section-changed: each GENERIC section equals the template's, byte for byte ("Keep all
@@ -50,10 +51,10 @@ import textwrap
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from orchestrator.rules.integrity import (bound_names, check_config_reads, check_dispatch_uses_helpers,
-                                          check_generic_rebinding, check_helper_references, check_menu_mutation,
-                                          check_protected_patches, check_shadowing, check_shadowing_files,
-                                          config_members)
+from orchestrator.rules.integrity import (bound_names, check_config_reads, check_config_writes,
+                                          check_dispatch_uses_helpers, check_generic_rebinding,
+                                          check_helper_references, check_menu_mutation, check_protected_patches,
+                                          check_shadowing, check_shadowing_files, config_members)
 from orchestrator.rules.launch import check_launch
 from orchestrator.rules.violation import Violation
 from orchestrator.template import (CUSTOMIZE, GENERIC, Section, TemplateError, outside_lines, read_sections,
@@ -104,7 +105,7 @@ def check_config(text: str, source_text: str) -> list[Violation]:
     added = [name for name in actual if name not in expected]
     removed = [name for name in expected if name not in actual]
     if not added and not removed:
-        return []
+        return _check_field_types(ast.parse(text), ast.parse(source_text))
     changes = []
     if added:
         changes.append(f"added {', '.join(f'{n!r} (line {actual[n]})' for n in added)}")
@@ -113,6 +114,49 @@ def check_config(text: str, source_text: str) -> list[Violation]:
     return [Violation("config-fields-changed", "grpo_config.py", actual[added[0]] if added else None,
                       f"{CONFIG_CLASS}'s field names changed: {'; '.join(changes)}; a run may change field values, "
                       f"never the set of names: restore the names of source_of_truth/grpo_config.py")]
+
+
+def _check_field_types(tree: ast.Module, source_tree: ast.Module) -> list[Violation]:
+    """config-field-type-changed: each field keeps the source's annotation and the kind of its default
+    (an int may become a float where the field is a float); only the value may change."""
+    found = []
+    source = {node.target.id: node for node in _config_nodes(source_tree)}
+    for node in _config_nodes(tree):
+        want = source.get(node.target.id)
+        if want is None:
+            continue
+        got_type, want_type = ast.unparse(node.annotation), ast.unparse(want.annotation)
+        got_kind, want_kind = _default_kind(node), _default_kind(want)
+        kind_changed = None not in (got_kind, want_kind) and got_kind != want_kind and not (
+            {got_kind, want_kind} == {"int", "float"} and "float" in want_type)
+        if got_type != want_type or kind_changed:
+            what = f"annotated {got_type}" if got_type != want_type else f"a {got_kind} default"
+            found.append(Violation("config-field-type-changed", "grpo_config.py", node.lineno,
+                                   f"field {node.target.id!r} is {what}, but source_of_truth/grpo_config.py has it "
+                                   f"{want_type} = a {want_kind or 'value'}; change only its value, never its type "
+                                   f"(train.py and the command line parse it by that type)"))
+    return found
+
+
+def _config_nodes(tree: ast.Module) -> list[ast.AnnAssign]:
+    classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == CONFIG_CLASS]
+    if not classes:
+        return []
+    return [node for node in classes[-1].body if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)]
+
+
+def _default_kind(node: ast.AnnAssign) -> str | None:
+    """The type name of a field's literal default (`= 3`, `= field(default=3)`), None when not a literal."""
+    value = node.value
+    if isinstance(value, ast.Call) and ast.unparse(value.func).split(".")[-1] == "field":
+        value = next((k.value for k in value.keywords if k.arg == "default"), None)
+    if value is None:
+        return None
+    try:
+        literal = ast.literal_eval(value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return None if literal is None else type(literal).__name__
 
 
 def config_fields(tree: ast.Module) -> dict[str, int] | None:
@@ -529,7 +573,7 @@ def check_train_integrity(text: str, template_text: str, helpers_text: str, conf
     fields, members = config_members(config_text)
     return (check_generic_rebinding(text, template_text)
             + check_dispatch_uses_helpers(tree, _action_helpers(_functions(ast.parse(helpers_text))))
-            + check_config_reads(tree, fields, members))
+            + check_config_reads(tree, fields, members) + check_config_writes(text))
 
 
 def check_folder(folder: Path, source_of_truth: Path, only: Iterable[str] | None = None) -> list[Violation]:

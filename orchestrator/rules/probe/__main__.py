@@ -1,0 +1,3 @@
+from orchestrator.rules.probe.contract import main
+
+main()

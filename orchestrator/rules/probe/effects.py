@@ -1,0 +1,504 @@
+"""What the generated helpers, dispatch and prompts do, judged on copies of real game states.
+
+Each rule is the running side of a line of the brief:
+- helper-returns-non-bool, helper-raises ("returns whether the task completed"): each action helper,
+  called as NAME(game, agent_id, **args) on copies of real states with arguments guessed from its
+  annotations, the game's actions and the prompts, returns a real bool; a ValueError or TypeError for
+  guessed arguments is the contract's way to refuse them, anything else is a bug.
+- helper-calls-helper ("no helper calling another helper"): no public helper runs while another one
+  runs (a profiler sees every call, however it was reached).
+- helper-side-effect, helper-acts-for-others, helper-advances-game ("Each function abstracts low-level
+  actions"; `env.step()` plays every agent's chosen action at once): a helper changes nothing of the
+  game but its own agent's pending action: not the board, not another agent's action, not the turn.
+- helper-invalid-action ("abstracts low-level actions": the game's own): the action a helper leaves is
+  one the game's setter accepts, and a helper that only ever fails because the game refuses the
+  action it sets (a helper without arguments: that fails so at all) is flagged.
+- observation-not-from-helpers ("Use observation_to_text from helpers.py in format_observation"): the
+  training's observation text contains observation_to_text's.
+- prompt-missing-observation, prompt-missing-thinking, prompt-missing-helper-menu,
+  prompt-wrong-agent-id (Step 2: "Available high-level actions with signatures", "given reasoning,
+  output ONE action call", the JSON form with the agent's id): the prompts the training renders hold
+  the observation (both stages), Stage 1's output (Stage 2), every helper's name (Stage 2) and
+  parameters (either stage), and an "agent_id" example equal to the agent's own id.
+- dispatch-wrong-helper, dispatch-accepts-raw-action ("parse JSON action → call the right helper
+  function"): the CUSTOMIZE function that, given (game, call), runs a helper is the dispatch; a call
+  naming an offered helper runs that helper and no other, and does what calling it directly does (for
+  that agent, with its result); a call naming a low-level action, observation_to_text, a private
+  function or an unknown name raises instead of returning.
+- prompt-builder-output, unknown-action: the prompt builders return chat messages and offer only
+  helpers.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import re
+import sys
+import types
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from orchestrator.rules.probe.game import Play, state
+from orchestrator.rules.probe.values import at, call, canonical, covered, differences, short, show_path, violation
+
+OBSERVATION_HELPER = "observation_to_text"
+JSON_ACTION = re.compile(r"""["']action["']\s*:\s*["']([A-Za-z_]\w*)["']""")
+AGENT_ID = re.compile(r"""["']agent_id["']\s*:\s*["']?(-?\d+)""")
+PLACEHOLDERS = {"name", "action", "action_name", "helper", "helper_name", "function", "function_name", "func",
+                "tool", "tool_name", "your_action", "some_action"}
+QUOTED = re.compile(r"""["']([A-Za-z_][\w-]{0,20})["']""")
+THINKING = "Probe reasoning 7f3a: the plan is to act on what I see."
+JUDGED_AGENTS = 4  # agents each helper is judged for, in every state
+MOST_ARGUMENT_SETS = 16
+POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def action_helpers(helpers: types.ModuleType) -> dict[str, types.FunctionType]:
+    return {name: f for name, f in vars(helpers).items() if isinstance(f, types.FunctionType)
+            and f.__module__ == helpers.__name__ and not name.startswith("_") and name != OBSERVATION_HELPER}
+
+
+def is_messages(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value)
+
+
+def text_of(messages: list[dict]) -> str:
+    return "\n".join(m["content"] for m in messages)
+
+
+def flat(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def check_prompts(prompt_template: types.ModuleType, observation: str, helpers: set[str]) -> tuple[list[dict], str]:
+    """prompt-builder-output and unknown-action on the prompt_template builders; the rendered text."""
+    problems, rendered = [], []
+    calls = (("create_thinking_prompt", (observation, 0)), ("create_single_stage_prompt", (observation, "I think.", 0)))
+    for name, args in calls:
+        builder = getattr(prompt_template, name, None)
+        if builder is None:
+            continue  # the static layer reports a missing builder
+        messages, error = call(builder, *args)
+        if error is not None:
+            problems.append(violation("prompt-builder-output", "prompt_template.py",
+                                      f"{name}{args!r} raised {type(error).__name__}: {error}"))
+            continue
+        if not is_messages(messages):
+            problems.append(violation("prompt-builder-output", "prompt_template.py",
+                                      f"{name} returned {repr(messages)[:200]}; return a non-empty list of "
+                                      f"{{\"role\": str, \"content\": str}} messages"))
+            continue
+        rendered.append(text_of(messages))
+    text = "\n".join(rendered)
+    unknown = sorted({n for n in JSON_ACTION.findall(text) if n not in helpers and n.lower() not in PLACEHOLDERS
+                      and not n.isupper()})
+    for name in unknown:
+        problems.append(violation("unknown-action", "prompt_template.py",
+                                  f"the rendered prompt offers action {name!r}, which is not an action helper; the "
+                                  f"action helpers are: {', '.join(sorted(helpers))}"))
+    return problems, text
+
+
+# ---------------------------------------------------------------- helpers on copies of real states
+
+def guessed_arguments(function: types.FunctionType, words: list[Any]) -> list[dict[str, Any]]:
+    """Argument sets to try, for the parameters after (game, agent_id) that have no default."""
+    params = [p for p in list(inspect.signature(function).parameters.values())[2:]
+              if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if not params:
+        return [{}]
+    options = []
+    for p in params:
+        annotation = str(p.annotation).lower()
+        if "int" in annotation or "float" in annotation:
+            options.append([1, 0, 2, 3])
+        elif "bool" in annotation:
+            options.append([True, False])
+        else:
+            options.append(words[:MOST_ARGUMENT_SETS - 1] + [1])
+    return [{p.name: choice[min(i, len(choice) - 1)] for p, choice in zip(params, options)}
+            for i in range(max(len(c) for c in options))]
+
+
+class HelperTracer:
+    """Sees every call: a public helper entered while another runs (nested), and the helpers entered
+    from outside any helper (entered), in order."""
+
+    def __init__(self, helpers: dict[str, types.FunctionType]) -> None:
+        self.names = {f.__code__: name for name, f in helpers.items()}
+        self.active: list[str] = []
+        self.nested: set[tuple[str, str]] = set()
+        self.entered: list[str] = []
+
+    def __call__(self, frame, event, arg):
+        name = self.names.get(frame.f_code)
+        if name is None or event not in ("call", "return"):
+            return
+        if event == "call":
+            if self.active:
+                self.nested.add((self.active[-1], name))
+            else:
+                self.entered.append(name)
+            self.active.append(name)
+        elif self.active and self.active[-1] == name:
+            self.active.pop()
+
+    def run(self, function: Callable, *args: Any, **kwargs: Any) -> tuple[Any, BaseException | None]:
+        self.active, self.entered = [], []
+        sys.setprofile(self)
+        try:
+            return call(function, *args, seconds=2.0, **kwargs)
+        finally:
+            sys.setprofile(None)
+
+
+def raised_in(error: BaseException, code: types.CodeType | None) -> bool:
+    tb = error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+@dataclass
+class Success:
+    turn: int
+    agent: int
+    args: dict[str, Any]
+    result: Any
+
+
+@dataclass
+class Footprint:
+    """What may change when agent `agent` acts in one state, learned from the clean game."""
+    own: list[tuple]  # paths the setter changes for this agent
+    actions: set[str]  # canonical values those paths take for the game's accepted actions
+    others: list[tuple]  # paths the setter changes for the other agents
+    advance: list[tuple]  # paths the stepper changes with no action chosen
+    reads: list[tuple]  # paths observation_to_text changes (a game that caches what it shows)
+
+
+class Board:
+    """The real states: the clean game's (env_move imported apart), so that what a helper does is judged
+    against the researcher's game, whatever train.py may have done to env_move."""
+
+    def __init__(self, play: Play, states: list[tuple[int, Any]], observe: Callable | None) -> None:
+        self.play, self.states, self.observe = play, states, observe
+        self._footprints: dict[tuple[int, int], Footprint] = {}
+
+    def copy(self, index: int) -> Any:
+        return copy.deepcopy(self.states[index][1])
+
+    def footprint(self, index: int, agent: int) -> Footprint:
+        key = (index, agent)
+        if key not in self._footprints:
+            start = self.states[index][1]
+            before = state(start)
+            own, values, others = [], set(), []
+            for action in self.play.actions:
+                game = copy.deepcopy(start)
+                if self.play.set(game, agent, action) is None:
+                    after = state(game)
+                    changed = differences(before, after)
+                    own += [p for p in changed if p not in own]
+                    values.update(repr(at(after, p)) for p in changed)
+            for other in self.play.agents:
+                if other != agent:
+                    game = copy.deepcopy(start)
+                    self.play.set(game, other, self.play.actions[0])
+                    others += differences(before, state(game))
+            advance = []
+            if self.play.stepper is not None:
+                game = copy.deepcopy(start)
+                if self.play.step(game)[1] is None:
+                    advance = differences(before, state(game))
+            reads = []
+            if self.observe is not None:
+                game = self.copy(index)
+                call(self.observe, game, agent)
+                reads = differences(before, state(game))
+            self._footprints[key] = Footprint(own, values, others, advance, reads)
+        return self._footprints[key]
+
+
+def check_helpers(table: dict[str, types.FunctionType], board: Board, words: list[Any],
+                  observe: Callable | None) -> tuple[list[dict], dict[str, Success]]:
+    """Every action helper on every real state, for each agent: its return, its effect, its calls."""
+    problems: list[dict] = []
+    observed = {OBSERVATION_HELPER: observe} if isinstance(observe, types.FunctionType) else {}
+    tracer = HelperTracer({**table, **observed})
+    play = board.play
+    setter_code = getattr(getattr(play.cls, play.setter, None), "__code__", None)
+    working: dict[str, Success] = {}
+    for name, function in table.items():
+        reported: set[str] = set()
+        refused_by_game: list[str] = []
+        succeeded = False
+        arguments = guessed_arguments(function, words)
+
+        def report(rule: str, message: str) -> None:
+            if rule not in reported:
+                reported.add(rule)
+                problems.append(violation(rule, "helpers.py", message))
+
+        for index, (turn, _) in enumerate(board.states):
+            for agent in play.agents[:JUDGED_AGENTS]:
+                for args in arguments:
+                    game = board.copy(index)
+                    before = state(game)
+                    result, error = tracer.run(function, game, agent, **args)
+                    where = f"{name}(game, {agent}{''.join(f', {k}={v!r}' for k, v in args.items())}) on a real game " \
+                            f"state (turn {turn})"
+                    if error is not None:
+                        if isinstance(error, (ValueError, TypeError)):
+                            if raised_in(error, setter_code):
+                                refused_by_game.append(f"{where}: {type(error).__name__}: {error}")
+                            continue
+                        report("helper-raises", f"{where} raised {type(error).__name__}: {error}; a helper may refuse "
+                                                f"bad arguments with ValueError, never crash")
+                        break
+                    succeeded = True
+                    if name not in working or (working[name].agent == 0 and agent != 0):
+                        working[name] = Success(turn, agent, args, result)  # another agent than 0, where one acts
+                    if type(result) is not bool:
+                        report("helper-returns-non-bool", f"{where} returned {result!r} ({type(result).__name__}); an "
+                                                          f"action helper returns a real bool: True or False, whether "
+                                                          f"its task completed")
+                    judge_effect(report, where, before, state(game), board.footprint(index, agent), play, agent)
+                    break
+        if not succeeded and refused_by_game and not any(r in reported for r in ("helper-raises",)):
+            report("helper-invalid-action", f"{name} never completed: every call raised, and the game refused the "
+                                            f"action it set, e.g. {refused_by_game[0]}; set one of the game's actions "
+                                            f"({', '.join(map(repr, play.actions))})")
+        elif refused_by_game and arguments == [{}]:
+            report("helper-invalid-action", f"the game refused the action {name} set (it takes no argument, so the "
+                                            f"action is its own): {refused_by_game[0]}")
+    for caller, callee in sorted(tracer.nested):
+        problems.append(violation("helper-calls-helper", "helpers.py",
+                                  f"{callee}() ran inside {caller}() (however it was reached); helpers must be "
+                                  f"independent: move shared logic into a private _function"))
+    return problems, working
+
+
+def judge_effect(report: Callable[[str, str], None], where: str, before: dict, after: dict, footprint: Footprint,
+                 play: Play, agent: int) -> None:
+    changed = differences(before, after)
+    extra = [p for p in changed if not covered(p, footprint.own + footprint.reads)]
+    paths = ", ".join(show_path(p) for p in extra[:4]) + (" ..." if len(extra) > 4 else "")
+    if extra and any(covered(p, footprint.others) for p in extra):
+        report("helper-acts-for-others", f"{where} changed {paths}: another agent's action; a helper chooses only "
+                                         f"agent {agent}'s own action ({play.setter}(agent_id, ...)), every agent "
+                                         f"chooses for itself")
+    elif extra and any(covered(p, footprint.advance) for p in extra):
+        report("helper-advances-game", f"{where} changed {paths}: it played the turn itself; the training steps the "
+                                       f"game ({play.stepper}()) once every agent has chosen: set the action with "
+                                       f"{play.setter} and return")
+    elif extra:
+        report("helper-side-effect", f"{where} changed {paths} directly; a helper changes nothing of the game but "
+                                     f"its own agent's pending action, set with {play.setter}(agent_id, action)")
+    for path in changed:
+        value = at(after, path)
+        if covered(path, footprint.own) and value is not None and repr(value) not in footprint.actions:
+            report("helper-invalid-action", f"{where} left {show_path(path)} = {short(value)}, which no action of the "
+                                            f"game produces; set one of the game's actions "
+                                            f"({', '.join(map(repr, play.actions))}) with {play.setter}")
+            break
+
+
+# ---------------------------------------------------------------- the training's observation, prompts, dispatch
+
+@dataclass
+class Callee:
+    label: str  # name in train.py, e.g. format_observation or HunterPrompts.format_observation
+    function: Callable
+    arity: int  # required positional arguments (self aside)
+
+
+def callees(train: types.ModuleType, names: list[str]) -> list[Callee]:
+    """train.py's CUSTOMIZE functions and methods (a method on an instance made without __init__)."""
+    found = []
+    for name in names:
+        owner, _, member = name.rpartition(".")
+        if owner:
+            cls = getattr(train, owner, None)
+            raw = inspect.getattr_static(cls, member, None) if isinstance(cls, type) else None
+            if not isinstance(raw, types.FunctionType):
+                continue
+            try:
+                function = functools.partial(raw, cls.__new__(cls))
+            except Exception:  # a class that cannot be made bare: its methods are not probed
+                continue
+            params = list(inspect.signature(raw).parameters.values())[1:]
+        else:
+            function = getattr(train, name, None)
+            if not isinstance(function, types.FunctionType):
+                continue
+            params = list(inspect.signature(function).parameters.values())
+        arity = sum(1 for p in params if p.default is p.empty and p.kind in POSITIONAL)
+        found.append(Callee(name, function, arity))
+    return found
+
+
+def find(candidates: list[Callee], arity: int, args: Callable[[], tuple],
+         accept: Callable[[Any], bool]) -> Callee | None:
+    for candidate in candidates:
+        if candidate.arity == arity:
+            result, error = call(candidate.function, *args(), seconds=2.0)
+            if error is None and accept(result):
+                return candidate
+    return None
+
+
+def check_observation(candidates: list[Callee], board: Board, observe: Callable, agents: list[int]) -> list[dict]:
+    index = len(board.states) - 1
+    formatter = find(candidates, 2, lambda: (board.copy(index), agents[0]), lambda r: isinstance(r, str))
+    if formatter is None:
+        return []
+    for agent in agents:
+        expected, _ = call(observe, board.copy(index), agent)
+        got, _ = call(formatter.function, board.copy(index), agent)
+        if isinstance(expected, str) and flat(expected) not in flat(got):
+            return [violation("observation-not-from-helpers", "train.py",
+                              f"{formatter.label}(game, {agent}) returns {short(got, 160)}, which does not contain "
+                              f"observation_to_text(game, {agent}) ({short(expected, 160)}); the brief: use "
+                              f"helpers.observation_to_text in format_observation, for the agent it is given")]
+    return []
+
+
+def check_stages(candidates: list[Callee], prompt_template: types.ModuleType, observations: dict[int, str],
+                 table: dict[str, types.FunctionType]) -> tuple[list[dict], str]:
+    """The prompts as the training renders them (its CUSTOMIZE builders, else prompt_template's); the
+    Stage-2 text for agent 0, for the dispatch check."""
+    first_agent = next(iter(observations))
+    obs = observations[first_agent]
+    builders = {"create_thinking_prompt": getattr(prompt_template, "create_thinking_prompt", None),
+                "create_single_stage_prompt": getattr(prompt_template, "create_single_stage_prompt", None)}
+    stage1 = find(candidates, 2, lambda: (obs, first_agent), is_messages)
+    stage2 = find(candidates, 3, lambda: (obs, THINKING, first_agent), is_messages)
+    own = {"create_thinking_prompt": stage1, "create_single_stage_prompt": stage2}
+    problems, stage2_text = [], ""
+    for agent, observation in observations.items():
+        rendered = {}
+        for builder, args in (("create_thinking_prompt", (observation, agent)),
+                              ("create_single_stage_prompt", (observation, THINKING, agent))):
+            reference = builders[builder]
+            mine = own[builder]
+            function = mine.function if mine else reference
+            if function is None:
+                continue
+            messages, error = call(function, *args)
+            if error is not None or not is_messages(messages):
+                continue  # prompt-builder-output reports the builders; a broken train.py wrapper fails at run time
+            theirs = mine is None or (reference is not None
+                                      and canonical(call(reference, *args)[0]) == canonical(messages))
+            spelled = "obs, thinking" if len(args) == 3 else "obs"
+            who = f"{builder if theirs else mine.label}({spelled}, {agent})"
+            rendered[builder] = (text_of(messages), "prompt_template.py" if theirs else "train.py", who)
+        problems += stage_problems(rendered, observation, agent, table)
+        if agent == first_agent and "create_single_stage_prompt" in rendered:
+            stage2_text = rendered["create_single_stage_prompt"][0]
+    unique, seen = [], set()
+    for p in problems:
+        if (p["rule"], p["file"]) not in seen:
+            seen.add((p["rule"], p["file"]))
+            unique.append(p)
+    return unique, stage2_text
+
+
+def stage_problems(rendered: dict[str, tuple[str, str, str]], observation: str, agent: int,
+                   table: dict[str, types.FunctionType]) -> list[dict]:
+    problems = []
+    for text, file, who in rendered.values():
+        if flat(observation) not in flat(text):
+            problems.append(violation("prompt-missing-observation", file,
+                                      f"{who} does not contain the observation text it was given; every stage shows "
+                                      f"the agent what it sees (obs_text)"))
+    if "create_single_stage_prompt" in rendered:
+        text, file, who = rendered["create_single_stage_prompt"]
+        if flat(THINKING) not in flat(text):
+            problems.append(violation("prompt-missing-thinking", file,
+                                      f"{who} does not contain the thinking_response it was given; Stage 2 shows "
+                                      f"Stage 1's reasoning and asks for ONE action given it"))
+        missing = [name for name in table if not re.search(rf"\b{re.escape(name)}\b", text)]
+        if missing:
+            problems.append(violation("prompt-missing-helper-menu", file,
+                                      f"{who} never names the helper(s) {', '.join(missing)}; the prompt offers every "
+                                      f"action helper with its arguments (the brief's 'Available high-level actions "
+                                      f"with signatures')"))
+        wrong = sorted({int(n) for n in AGENT_ID.findall(text) if int(n) != agent})
+        if wrong:
+            problems.append(violation("prompt-wrong-agent-id", file,
+                                      f"{who} shows \"agent_id\": {wrong[0]} in its response format for agent "
+                                      f"{agent}; the JSON example names the agent's own id"))
+    both = " ".join(text for text, _, _ in rendered.values())
+    unnamed = [f"{name}({p})" for name, f in table.items() for p in list(inspect.signature(f).parameters)[2:]
+               if inspect.signature(f).parameters[p].kind not in (inspect.Parameter.VAR_POSITIONAL,
+                                                                  inspect.Parameter.VAR_KEYWORD)
+               and not re.search(rf"\b{re.escape(p)}\b", both)]
+    if unnamed and rendered:
+        text, file, who = list(rendered.values())[-1]
+        problems.append(violation("prompt-missing-helper-menu", file,
+                                  f"the prompts never name the argument(s) {', '.join(unnamed)}; offer every helper "
+                                  f"with its signature so the model can fill \"args\""))
+    return problems
+
+
+def check_dispatch(candidates: list[Callee], table: dict[str, types.FunctionType], board: Board,
+                   working: dict[str, Success], offered: str, others: list[str]) -> list[dict]:
+    """The CUSTOMIZE function that runs a parsed call: each offered helper, named with an agent id and
+    arguments it accepts, runs itself only and does exactly what calling it directly does (for that agent,
+    with that result); a low-level action, another function of helpers.py (`others`) or an unknown name runs
+    nothing."""
+    tracer = HelperTracer(table)
+    index_of = {turn: i for i, (turn, _) in enumerate(board.states)}
+    offered_helpers = {n: s for n, s in working.items() if re.search(rf"\b{re.escape(n)}\b", offered)} or working
+    dispatch = None
+    for candidate in (c for c in candidates if c.arity == 2):
+        for name, success in list(offered_helpers.items())[:2]:
+            tracer.run(candidate.function, board.copy(index_of[success.turn]),
+                       {"action": name, "agent_id": success.agent, "args": dict(success.args)})
+            if tracer.entered:
+                dispatch = candidate
+                break
+        if dispatch:
+            break
+    if dispatch is None:
+        return []
+    problems = []
+    for name, success in offered_helpers.items():
+        payload = {"action": name, "agent_id": success.agent, "args": dict(success.args)}
+        game, direct = board.copy(index_of[success.turn]), board.copy(index_of[success.turn])
+        result, error = tracer.run(dispatch.function, game, copy.deepcopy(payload))
+        entered = list(tracer.entered)
+        expected, _ = call(table[name], direct, success.agent, **copy.deepcopy(success.args))
+        if entered[:1] != [name] or set(entered) != {name} or error is not None:
+            ran = ", ".join(f"{n}()" for n in dict.fromkeys(entered)) or "no helper"
+            detail = f"ran {ran}" + (f" and raised {type(error).__name__}: {error}" if error else "")
+        elif state(game) != state(direct) or type(result) is not type(expected) or result != expected:
+            changed = differences(state(direct), state(game))
+            detail = (f"ran {name}() but not as {name}(game, {success.agent}, **args): "
+                      + (f"the game differs at {show_path(changed[0])}" if changed
+                         else f"it returned {result!r} where the helper returns {expected!r}"))
+        else:
+            continue
+        problems.append(violation("dispatch-wrong-helper", "train.py",
+                                  f"{dispatch.label}(game, {payload}) {detail}; the named helper, and only it, must "
+                                  f"run as {name}(game, agent_id, **args), for that agent, and its result returned"))
+        break
+    accepted = []
+    first = next(iter(working.values()))
+    for action in [a for a in board.play.actions if str(a) not in table] + others + ["not_a_helper"]:
+        _, error = tracer.run(dispatch.function, board.copy(index_of[first.turn]),
+                              {"action": action, "agent_id": first.agent, "args": {}})
+        if error is None and not tracer.entered:
+            accepted.append(action)
+    if accepted:
+        problems.append(violation("dispatch-accepts-raw-action", "train.py",
+                                  f"{dispatch.label}(game, {{\"action\": {accepted[0]!r}, ...}}) returned without "
+                                  f"running an action helper (also: {', '.join(map(repr, accepted[1:])) or 'none'}); a "
+                                  f"call must name an action helper, and anything else raises ValueError"))
+    return problems

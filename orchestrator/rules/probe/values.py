@@ -1,0 +1,258 @@
+"""What the probe compares, and how it calls generated code.
+
+- `canonical(value)`: a plain, comparable form of any value (floats by repr so NaN equals NaN, arrays and
+  tensors by dtype, shape and values, objects by class name and attributes, RNGs by their state), the
+  same for two objects of two copies of one module.
+- `differences(a, b)`: the paths (attribute, key, index, ...) at which two canonical forms differ.
+- `digest(value)`: a fingerprint of what a function or class does (its code, defaults and members).
+- `guarded()`: every call into generated code runs under it: no file is written, no socket or process
+  is opened (an audit hook refuses them), and a call that runs too long is stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import random
+import re
+import signal
+import sys
+import types
+from typing import Any, Iterator
+
+MAX_DEPTH = 12
+Where = tuple  # a path into a canonical form: attribute names, keys and indices
+
+
+ADDRESS = re.compile(r" (at|of) 0x[0-9a-fA-F]+")  # a repr's memory address: different in every run
+
+
+def violation(rule: str, file: str, message: str) -> dict[str, str]:
+    return {"rule": rule, "file": file, "message": ADDRESS.sub("", message)}
+
+
+def short(value: Any, limit: int = 120) -> str:
+    """A value for a message: its repr (canonical floats unwrapped, no memory addresses), cut at `limit`."""
+    text = ADDRESS.sub("", repr(value).replace("<float ", "").replace(">'", "'"))
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def is_array(value: Any) -> bool:
+    """A tensor or array (torch, numpy, ...): has a dtype, a shape and tolist()."""
+    return all(hasattr(value, name) for name in ("dtype", "shape", "tolist")) and not isinstance(value, type)
+
+
+def canonical(value: Any, depth: int = 0) -> Any:
+    if depth > MAX_DEPTH:
+        return "<too deep>"
+    if value is None or isinstance(value, (bool, int, str, bytes)):
+        return value
+    if isinstance(value, float):
+        return f"<float {value!r}>"
+    if isinstance(value, tuple):
+        return tuple(canonical(v, depth + 1) for v in value)
+    if isinstance(value, list):
+        return [canonical(v, depth + 1) for v in value]
+    if isinstance(value, dict):
+        return {repr(k): canonical(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return ("<set>",) + tuple(sorted((canonical(v, depth + 1) for v in value), key=repr))
+    if isinstance(value, random.Random):
+        return f"<rng {hashlib.sha1(repr(value.getstate()).encode()).hexdigest()}>"
+    if is_array(value):
+        try:
+            values = value.detach().cpu().tolist() if hasattr(value, "detach") else value.tolist()
+        except Exception:  # an array that cannot be read back (a meta tensor): its type and shape only
+            values = "<unreadable>"
+        return ("<array>", str(value.dtype), tuple(value.shape), canonical(values, depth + 1))
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type,
+                          functools.partial, types.ModuleType)):
+        return f"<{type(value).__name__} {getattr(value, '__qualname__', getattr(value, '__name__', '?'))}>"
+    fields = attributes(value)
+    if fields is not None:
+        return {"<class>": type(value).__name__, **{k: canonical(v, depth + 1) for k, v in fields.items()}}
+    return f"<{type(value).__name__}>"  # no readable state: its type only (a repr could hold an address)
+
+
+def attributes(value: Any) -> dict[str, Any] | None:
+    """An object's attributes: its __dict__ and its __slots__; None for an object without either."""
+    found: dict[str, Any] | None = None
+    if isinstance(getattr(value, "__dict__", None), dict) and not isinstance(value, type):
+        found = dict(vars(value))
+    for cls in type(value).__mro__:
+        slots = vars(cls).get("__slots__", ())
+        for name in [slots] if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__") and hasattr(value, name):
+                found = {} if found is None else found
+                found[name] = getattr(value, name)
+    return found
+
+
+def differences(a: Any, b: Any, path: Where = ()) -> list[Where]:
+    """The paths at which two canonical forms differ; a changed length or type counts at the container."""
+    if type(a) is not type(b):
+        return [path]
+    if isinstance(a, dict):
+        found = []
+        for key in list(a) + [k for k in b if k not in a]:
+            if key not in a or key not in b:
+                found.append(path + (key,))
+            else:
+                found += differences(a[key], b[key], path + (key,))
+        return found
+    if isinstance(a, (list, tuple)):
+        if len(a) != len(b):
+            return [path]
+        return [p for i, (x, y) in enumerate(zip(a, b)) for p in differences(x, y, path + (i,))]
+    return [] if a == b else [path]
+
+
+def covered(path: Where, allowed: list[Where]) -> bool:
+    """`path` is one of `allowed` or lies under one."""
+    return any(path[:len(a)] == a for a in allowed)
+
+
+def show_path(path: Where) -> str:
+    """A path as code-like text: `_pending[1]`, `_positions[0]`, `stats.loss`."""
+    text = "".join(f".{part}" if isinstance(part, str) and part.isidentifier() else f"[{part}]" for part in path)
+    return text.lstrip(".") or "(the whole value)"
+
+
+def at(form: Any, path: Where) -> Any:
+    """The part of a canonical form at `path` (None when the path is absent)."""
+    for part in path:
+        try:
+            form = form[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return form
+
+
+def same_object(a: Any, b: Any) -> bool:
+    """The same object, a method bound anew to the same object, or an equal plain value."""
+    if a is b:
+        return True
+    if isinstance(a, types.MethodType) and isinstance(b, types.MethodType):
+        return a.__self__ is b.__self__ and a.__func__ is b.__func__
+    if isinstance(a, types.BuiltinMethodType) and isinstance(b, types.BuiltinMethodType):
+        return a.__self__ is b.__self__ and a.__name__ == b.__name__
+    plain = (type(None), bool, int, float, str, bytes, tuple, list, dict, set, frozenset)
+    return isinstance(a, plain) and isinstance(b, plain) and canonical(a) == canonical(b)
+
+
+# ---------------------------------------------------------------- fingerprints of code
+
+def code_digest(code: types.CodeType) -> str:
+    """The code's instructions, names and constants; `co_code` is the unspecialised bytecode, stable
+    while the interpreter specialises the running code (marshal of the code object is not)."""
+    consts = [code_digest(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts]
+    signature = (code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_varnames, code.co_flags)
+    return hashlib.sha1(code.co_code + repr((code.co_names, consts, signature)).encode()).hexdigest()
+
+
+def unwrap(value: Any) -> Any:
+    """The function under decorators that keep it as __wrapped__ (torch.no_grad, contextmanager, ...)."""
+    for _ in range(10):
+        inner = getattr(value, "__wrapped__", None)
+        if inner is None or inner is value:
+            break
+        value = inner
+    return value
+
+
+def digest(value: Any, depth: int = 0) -> str:
+    """A fingerprint of what a module attribute does: code for functions, members for classes, the value
+    itself for data (by canonical form, whole)."""
+    if isinstance(value, (staticmethod, classmethod)):
+        value = value.__func__
+    if isinstance(value, property):
+        return "property:" + "|".join(digest(f, depth + 1) for f in (value.fget, value.fset, value.fdel) if f)
+    value = unwrap(value)
+    if isinstance(value, types.FunctionType):
+        defaults = canonical(value.__defaults__), canonical(value.__kwdefaults__)
+        return f"function:{code_digest(value.__code__)}:{hashlib.sha1(repr(defaults).encode()).hexdigest()}"
+    if isinstance(value, type) and depth == 0:
+        members = {k: digest(v, depth + 1) for k, v in sorted(vars(value).items()) if not k.startswith("__")
+                   or k in ("__init__", "__post_init__", "__call__", "__new__")}
+        return "class:" + json.dumps(members, sort_keys=True)
+    if isinstance(value, types.ModuleType):
+        return f"module:{value.__name__}"
+    if callable(value) or isinstance(value, type):
+        return f"{type(value).__name__}:{id(value)}"
+    return f"{type(value).__name__}:{hashlib.sha1(repr(canonical(value)).encode()).hexdigest()}"
+
+
+# ---------------------------------------------------------------- calls into generated code
+
+class ProbeTimeout(BaseException):
+    """A call into generated code ran past its time (BaseException: an `except Exception` cannot swallow it)."""
+
+
+class _Sandbox:
+    active = False
+    installed = False
+
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+_REFUSED = {"os.remove", "os.rename", "os.replace", "os.mkdir", "os.rmdir", "os.chmod", "os.chown", "os.truncate",
+            "os.symlink", "os.link", "os.utime", "shutil.rmtree", "shutil.move", "socket.connect", "socket.bind",
+            "socket.getaddrinfo", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
+            "os.fork", "os.forkpty", "os.kill", "os.killpg", "os.chdir", "pty.spawn"}
+
+
+def _audit(event: str, args: tuple) -> None:
+    if not _Sandbox.active:
+        return
+    refused = event in _REFUSED
+    if event == "open" and len(args) >= 3:
+        mode, flags = args[1], args[2]
+        refused = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            isinstance(flags, int) and bool(flags & _WRITE_FLAGS))
+    if refused:
+        raise PermissionError(f"the probe refuses {event} {args[:1]!r}: generated code is probed without writing "
+                              f"files, opening sockets or starting processes")
+
+
+def _stop(signum, frame) -> None:
+    raise ProbeTimeout("the call did not return in time")
+
+
+@contextlib.contextmanager
+def guarded(seconds: float = 5.0) -> Iterator[None]:
+    """Run generated code: no writes, sockets or processes, at most `seconds` (not re-entrant)."""
+    if not _Sandbox.installed:
+        sys.addaudithook(_audit)
+        _Sandbox.installed = True
+    previous = signal.signal(signal.SIGALRM, _stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    _Sandbox.active = True
+    try:
+        yield
+    finally:
+        _Sandbox.active = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def seed_everything(seed: int = 0) -> None:
+    """The same random numbers for every call: Python's, and torch's and numpy's where loaded."""
+    random.seed(seed)
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "manual_seed"):
+        torch.manual_seed(seed)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and hasattr(getattr(numpy, "random", None), "seed"):
+        numpy.random.seed(seed)
+
+
+def call(function: Any, *args: Any, seconds: float = 5.0, **kwargs: Any) -> tuple[Any, BaseException | None]:
+    """(result, None) or (None, the exception) of one seeded, guarded call; a timeout is an exception too."""
+    seed_everything()
+    try:
+        with guarded(seconds):
+            return function(*args, **kwargs), None
+    except (Exception, ProbeTimeout, SystemExit) as exc:
+        return None, exc

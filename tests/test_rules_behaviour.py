@@ -1,0 +1,398 @@
+"""The rules hold at run time, on both examples: mutants that keep the text of the brief and break what the
+code does (GENERIC code steered from CUSTOMIZE code, the game changed without touching env_move.py,
+helpers with side effects, a dispatch or prompts that pass a shape check, launch scripts that hide values)
+are flagged by their rule ids, and valid variants pass. Mutants are built from each example's own files.
+
+Each probe run costs a fresh interpreter that imports torch, so the mutants that can share one folder
+do (each names its own object, and the test asserts each finding): one probe run, many rules."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import edit_file, example_generated
+
+from orchestrator.checks import run_guards, run_import_check
+from orchestrator.demo import example, recorded_roles
+from orchestrator.rules.dynamic import customize_callables, probe_folder
+from orchestrator.rules.recorded_launch import check_recorded_launch, probe_args
+from orchestrator.template import read_sections
+
+EXAMPLES = ["cleanup", "staghunt"]
+
+
+# ---------------------------------------------------------------- what each example's own files say
+
+def read(folder: Path, name: str) -> str:
+    return (folder / name).read_text()
+
+
+def setter_and_action(folder: Path) -> tuple[str, str]:
+    """How the reference helpers set an action: `env.NAME(agent_id, "ACTION")`."""
+    return re.search(r"env\.(\w+)\(agent_id, \"(\w+)\"\)", read(folder, "helpers.py")).groups()
+
+
+def stepper(folder: Path) -> str:
+    """The game's step method, as the template's GENERIC loop calls it: `games[e].NAME()`."""
+    methods = {n.name for n in ast.walk(ast.parse(read(folder, "env_move.py"))) if isinstance(n, ast.FunctionDef)}
+    return next(m for m in re.findall(r"\w+\[\w+\]\.(\w+)\(\)", read(folder, "grpo_template.py"))
+                if m in methods and m != "render")
+
+
+def simple_helper(folder: Path) -> str:
+    """The reference helper whose body only sets an action and returns True (stay, wait)."""
+    for node in ast.parse(read(folder, "helpers.py")).body:
+        body = [s for s in getattr(node, "body", [])
+                if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        if isinstance(node, ast.FunctionDef) and len(body) == 2 and isinstance(body[0], ast.Expr) \
+                and isinstance(body[1], ast.Return) and ast.unparse(body[1]) == "return True":
+            return node.name
+    raise AssertionError("no helper only sets an action")
+
+
+def function_node(text: str, name: str) -> ast.FunctionDef:
+    return next(n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+def factory(folder: Path) -> str:
+    return customize_callables(read(folder, "train.py"))[0]
+
+
+def dispatch(folder: Path) -> str:
+    return next(n for n in customize_callables(read(folder, "train.py")) if "dispatch" in n)
+
+
+def at_top_of(name: str, code: Callable[[Path], str]) -> Callable[[Path], None]:
+    """`code` (lines, indented for a function body) as the first statements of train.py's function `name(folder)`."""
+    def mutate(folder: Path) -> None:
+        def change(text: str) -> str:
+            node = function_node(text, name if isinstance(name, str) else name(folder))
+            first = node.body[0]
+            lines = text.split("\n")
+            indent = " " * first.col_offset
+            lines[first.lineno - 1:first.lineno - 1] = [indent + line for line in code(folder).split("\n")]
+            return "\n".join(lines)
+        edit_file(folder, "train.py", change)
+    return mutate
+
+
+def in_factory(code: Callable[[Path], str]) -> Callable[[Path], None]:
+    return lambda folder: at_top_of(factory(folder), code)(folder)
+
+
+def in_dispatch(code: Callable[[Path], str]) -> Callable[[Path], None]:
+    return lambda folder: at_top_of(dispatch(folder), code)(folder)
+
+
+def into_first_hole(code: str) -> Callable[[Path], None]:
+    def mutate(folder: Path) -> None:
+        def change(text: str) -> str:
+            hole = next(s for s in read_sections(text) if s.kind == "customize" and not s.text[:1].isspace())
+            lines = text.split("\n")
+            lines.insert(hole.start_line, code)
+            return "\n".join(lines)
+        edit_file(folder, "train.py", change)
+    return mutate
+
+
+def append(name: str, code: Callable[[Path], str]) -> Callable[[Path], None]:
+    return lambda folder: edit_file(folder, name, lambda text: text + "\n\n" + code(folder) + "\n")
+
+
+def env_class(folder: Path) -> str:
+    return re.search(r"env_move\.(\w+)\(", read(folder, "train.py")).group(1)
+
+
+def first_env_function(folder: Path) -> str:
+    return next(n.name for n in ast.parse(read(folder, "env_move.py")).body if isinstance(n, ast.FunctionDef))
+
+
+def first_env_table(folder: Path) -> str:
+    """The first module-level dict of env_move whose values are tuples (the moves table)."""
+    return next(n.targets[0].id if isinstance(n, ast.Assign) else n.target.id
+                for n in ast.parse(read(folder, "env_move.py")).body
+                if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Dict)
+                and n.value.values and all(isinstance(v, ast.Tuple) for v in n.value.values))
+
+
+def cap_field(folder: Path) -> str:
+    return recorded_roles(example(folder.name))["roles"]["thinking_cap"]
+
+
+def class_with_customize_section(folder: Path) -> str | None:
+    text = read(folder, "grpo_template.py")
+    inner = [s for s in read_sections(text) if s.kind == "customize" and s.text[:1].isspace()]
+    if not inner:
+        return None
+    return next(n.name for n in ast.parse(text).body if isinstance(n, ast.ClassDef)
+                and n.lineno < inner[0].start_line <= n.end_lineno)
+
+
+def replace_class_member(folder: Path) -> str:
+    """A CUSTOMIZE method replaces a GENERIC one: `__init__` redefined in the CUSTOMIZE section inside a
+    class; where the template has none, a GENERIC class's method replaced from the game factory."""
+    owner = class_with_customize_section(folder)
+    if owner is not None:
+        def change(text: str) -> str:
+            hole = next(s for s in read_sections(text) if s.kind == "customize" and s.text[:1].isspace())
+            lines = text.split("\n")
+            lines.insert(hole.start_line, "    def __init__(self, tokenizer):\n        self.tokenizer = tokenizer\n"
+                                          "        self.prompt_ids = lambda messages: []\n")
+            return "\n".join(lines)
+        edit_file(folder, "train.py", change)
+        return owner
+    methods = [(cls, m) for cls in ast.parse(read(folder, "grpo_template.py")).body if isinstance(cls, ast.ClassDef)
+               for m in cls.body if isinstance(m, ast.FunctionDef) and not m.name.startswith("_")]
+    cls, method = max(methods, key=lambda pair: len(pair[1].body))
+    method = method.name
+    in_factory(lambda f: f"type.__setattr__({cls.name}, {method!r}, lambda self, *a, **k: None)")(folder)
+    return cls.name
+
+
+def found(violations, rule: str, *words: str) -> bool:
+    return any(v.rule == rule and all(w in v.message for w in words) for v in violations)
+
+
+def probe(folder: Path, source: Path):
+    answer = probe_folder(folder, source_of_truth=source)
+    assert not answer.import_failed, answer.traceback[-3000:]
+    return answer.violations
+
+
+# ---------------------------------------------------------------- the groups: one probe run each
+
+def generic_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """GENERIC behaviour changed from CUSTOMIZE code while the GENERIC text stays byte-identical."""
+    into_first_hole("import torch as _torch\n_torch.clamp = lambda value, *args, **kwargs: value")(folder)
+    in_factory(lambda f: "import __main__\n"
+                         "__main__.group_advantages = lambda returns, *args, **kwargs: returns")(folder)
+    owner = replace_class_member(folder)
+    in_dispatch(lambda f: "global ACTION_ERRORS\nACTION_ERRORS = (Exception,)")(folder)
+    return [("generic-object-rebound", ("torch.clamp",)), ("generic-behaviour-changed", ("grpo_token_loss",)),
+            ("generic-object-rebound", ("group_advantages",)), ("generic-object-rebound", (owner,)),
+            ("generic-object-rebound", ("ACTION_ERRORS",))]
+
+
+def game_class_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """make_env returns a subclass; a CUSTOMIZE write to a config value; a value the config refuses."""
+    cls = env_class(folder)
+    edit_file(folder, "train.py", lambda t: t.replace(f"env_move.{cls}(", f"type('Game', (env_move.{cls},), {{}})(", 1))
+    in_factory(lambda f: f"config.{cap_field(f)} = 8")(folder)
+    group = recorded_roles(example(folder.name))["roles"]["group_generations"]
+    edit_file(folder, "grpo_config.py", lambda t: re.sub(
+        rf"(\b{group}\s*:\s*int\s*=\s*(?:field\(default=)?)\d+", r"\g<1>1", t, count=1))
+    return [("game-class-changed", ("Game",)), ("config-written-at-run-time", (cap_field(folder),)),
+            ("config-invalid", ())]
+
+
+def game_patch_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """The protected game changed without touching env_move.py: a method patched through type(env), a
+    function's __globals__, a module-level table updated at call time (moves of 2 cells), and a module
+    attribute patched at import."""
+    cls, function, table = env_class(folder), first_env_function(folder), first_env_table(folder)
+    setter, _ = setter_and_action(folder)
+
+    def change(text: str) -> str:
+        node = next(n for n in ast.walk(function_node(text, factory(folder))) if isinstance(n, ast.Return))
+        call = ast.get_source_segment(text, node.value)
+        lines = ["game = " + call, "type(game).render = lambda self: 'patched'",
+                 f"type(game).{setter}.__globals__[{function!r}] = lambda *args, **kwargs: 0",
+                 f"env_move.{table}.update({{k: (2 * a, 2 * b) for k, (a, b) in env_move.{table}.items()}})",
+                 "return game"]
+        indent = "\n" + " " * node.col_offset
+        return text.replace(call and f"return {call}", indent.join(lines).lstrip("\n"), 1)
+    edit_file(folder, "train.py", change)
+    into_first_hole("import env_move as _game\n_game.render_patched = None")(folder)
+    return [("protected-module-patched", (f"{cls}.render",)), ("protected-module-patched", (function,)),
+            ("protected-module-patched", (table,)), ("game-behaviour-changed", ()),
+            ("protected-module-patched", ("render_patched",))]
+
+
+def helpers_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """Helpers with side effects, an action the game refuses, a truthy int, a crash, a hidden call."""
+    setter, action = setter_and_action(folder)
+    step, easy = stepper(folder), simple_helper(folder)
+    append("helpers.py", lambda f: f"""def dash(env, agent_id) -> bool:
+    cells = next(v for v in vars(env).values() if isinstance(v, list) and v
+                 and all(isinstance(c, tuple) and len(c) == 2 for c in v))
+    cells[agent_id] = (cells[agent_id][0] + 1, cells[agent_id][1])
+    return True
+
+
+def rally(env, agent_id) -> bool:
+    env.{setter}(1 - agent_id, {action!r})
+    return True
+
+
+def rush(env, agent_id) -> bool:
+    env.{setter}(agent_id, {action!r})
+    env.{step}()
+    return True
+
+
+def leap(env, agent_id) -> bool:
+    env.{setter}(agent_id, "LEAP")
+    return True
+
+
+def idle_around(env, agent_id) -> bool:
+    return undefined_name
+
+
+_STEPS = [{easy}]
+
+
+def relay_all(env, agent_id) -> bool:
+    return all(step(env, agent_id) for step in _STEPS)""")(folder)
+    def truthy_int(text: str) -> str:
+        node = function_node(text, easy).body[-1]
+        lines = text.split("\n")
+        lines[node.lineno - 1] = lines[node.lineno - 1].replace("return True", "return 1")
+        return "\n".join(lines)
+    edit_file(folder, "helpers.py", truthy_int)
+    return [("helper-side-effect", ("dash",)), ("helper-acts-for-others", ("rally",)),
+            ("helper-advances-game", ("rush",)), ("helper-invalid-action", ("leap",)),
+            ("helper-returns-non-bool", (easy,)), ("helper-raises", ("idle_around",)),
+            ("helper-calls-helper", (easy, "relay_all"))]
+
+
+def prompts_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """A dispatch that accepts raw low-level actions and always calls one helper; an observation that is not
+    observation_to_text's; a Stage-2 prompt without the reasoning or the observation, naming the wrong
+    agent; prompts without the helper menu; observation_to_text without coordinates."""
+    setter, _ = setter_and_action(folder)
+    easy = simple_helper(folder)
+    game = function_node(read(folder, "train.py"), dispatch(folder)).args.args[0].arg
+    in_dispatch(lambda f: f"if str(call['action']).isupper():\n    {game}.{setter}(call['agent_id'], call['action'])\n"
+                          f"    return True\nreturn helpers.{easy}({game}, call['agent_id'])")(folder)
+    edit_file(folder, "train.py", lambda t: re.sub(r"helpers\.observation_to_text\((\w+), \w+\)", r"\1.render()", t))
+
+    def stage2(text: str) -> str:
+        head, _, body = text.partition("def create_single_stage_prompt(")
+        signature, _, rest = body.partition("\n")
+        rest = re.sub(r"\bobs_text\b", "str()", rest).replace("thinking_response.strip()", "str()")
+        return head + "def create_single_stage_prompt(" + signature + "\n" + rest.replace("% agent_id", "% 0")
+    edit_file(folder, "prompt_template.py", lambda t: stage2(t).replace("{_action_menu()}", ""))
+    edit_file(folder, "helpers.py", lambda t: re.sub(r"(def observation_to_text\([^)]*\)[^:]*:\n)",
+                                                     r'\1    return "You see a field."\n', t, count=1))
+    return [("observation-to-text", ()), ("dispatch-accepts-raw-action", ()), ("dispatch-wrong-helper", (easy,)),
+            ("observation-not-from-helpers", ()), ("prompt-missing-thinking", ()),
+            ("prompt-missing-observation", ("create_single_stage_prompt",)), ("prompt-wrong-agent-id", ()),
+            ("prompt-missing-helper-menu", ())]
+
+
+def together(*groups: Callable[[Path], list]) -> Callable[[Path], list]:
+    """Groups whose mutants touch different code, in one folder: one probe run judges them all."""
+    return lambda folder: [finding for group in groups for finding in group(folder)]
+
+
+# three probe runs per example: GENERIC + helpers, the game's class + prompts and dispatch, the patched game
+GROUPS = {"generic+helpers": together(generic_group, helpers_group),
+          "game-class+prompts": together(game_class_group, prompts_group), "game-patch": game_patch_group}
+
+
+def missing_findings(violations, expected) -> list:
+    return [(rule, words) for rule, words in expected if not found(violations, rule, *words)]
+
+
+TWICE = ("cleanup", "generic+helpers")  # run twice by test_the_verdict_is_the_same_run_after_run
+
+
+@pytest.mark.parametrize("name,group", [(n, g) for n in EXAMPLES for g in sorted(GROUPS) if (n, g) != TWICE])
+def test_one_probe_run_flags_each_mutant_of_the_group(tmp_path: Path, name: str, group: str) -> None:
+    folder, source = example_generated(tmp_path, name)
+    expected = GROUPS[group](folder)
+    violations = probe(folder, source)
+    assert not missing_findings(violations, expected), "\n".join(map(str, violations))
+
+
+def test_the_verdict_is_the_same_run_after_run(tmp_path: Path) -> None:
+    """Seeded games and calls, a fixed hash seed: the same files, the same violations, also when train.py builds
+    its game unseeded (the game's own default seed, None for Cleanup, once made two verdicts flip between runs)."""
+    folder, source = example_generated(tmp_path, TWICE[0])
+    expected = GROUPS[TWICE[1]](folder)
+    edit_file(folder, "train.py", lambda t: re.sub(r"seed=config\.\w+\)", "seed=None)", t, count=1))  # unseeded game
+    first, second = probe(folder, source), probe(folder, source)
+    assert not missing_findings(first, expected), "\n".join(map(str, first))
+    assert [str(v) for v in first] == [str(v) for v in second]
+
+
+def with_header(folder: Path) -> None:
+    edit_file(folder, "train.py", lambda t: re.sub(r"return (helpers\.observation_to_text\(\w+, \w+\))",
+                                                   r'return "What you see now:\\n" + \1', t, count=1))
+
+
+def array_before_args(folder: Path) -> None:
+    edit_file(folder, "launch_training.sh", lambda t: t.replace("set -euo pipefail", (
+        f"set -euo pipefail\nEXTRA=(--{cap_field(folder)} 8)\nNP_FOUND=yes"), 1).replace(
+        'train.py "$@"', 'train.py "${EXTRA[@]}" "$@"'))
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_valid_variants_pass_every_rule(tmp_path: Path, name: str) -> None:
+    """What the brief allows: an observation with a header around observation_to_text's, a private utility in
+    helpers.py, a launch script that builds arguments in an array before "$@" (the orchestrator's come last)."""
+    folder, source = example_generated(tmp_path, name)
+    with_header(folder)
+    append("helpers.py", lambda f: "def _manhattan(a, b):\n    return abs(a[0] - b[0]) + abs(a[1] - b[1])")(folder)
+    array_before_args(folder)
+    assert run_guards(folder, source).passed, run_guards(folder, source).evidence
+    result = run_import_check(folder, source_of_truth=source)
+    assert result.passed, result.evidence
+
+
+# ---------------------------------------------------------------- the launch script, run with recorders
+
+def launch_edit(old: str, new: Callable[[Path], str], count: int = 0) -> Callable[[Path], None]:
+    return lambda folder: edit_file(folder, "launch_training.sh", lambda t: re.sub(old, new(folder), t, count=count))
+
+
+def after_set(line: Callable[[Path], str]) -> Callable[[Path], None]:
+    return lambda folder: edit_file(folder, "launch_training.sh",
+                                    lambda t: t.replace("set -euo pipefail", f"set -euo pipefail\n{line(folder)}", 1))
+
+
+def hide(prelude: Callable[[Path], str], tail: str) -> Callable[[Path], None]:
+    """A training value hidden from the static rule, passed to train.py after "$@"."""
+    def mutate(folder: Path) -> None:
+        after_set(prelude)(folder)
+        edit_file(folder, "launch_training.sh", lambda t: t.replace('train.py "$@"', f'train.py "$@" {tail}'))
+    return mutate
+
+
+LAUNCH: dict[str, Callable[[Path], None]] = {
+    "launch-process-count/variable": lambda f: (after_set(lambda _: "NP=4")(f), launch_edit(
+        r'--num_processes\s+(\$\(\([^)]*NUM_GPUS[^)]*\)\)|"?\$\{NUM_GPUS\}"?)',
+        lambda _: '--num_processes "${NP}"', 1)(f)),
+    "launch-overrides-args/variable": hide(lambda f: f'EXTRA="--{cap_field(f)} 8"', "${EXTRA}"),
+    "launch-overrides-args/heredoc": hide(lambda f: f"EXTRA=$(cat <<'END'\n--{cap_field(f)} 8\nEND\n)", "${EXTRA}"),
+    "launch-overrides-args/array": hide(lambda f: f"EXTRA=(--{cap_field(f)} 8)", '"${EXTRA[@]}"'),
+    "launch-overrides-args/hyphenated": lambda f: edit_file(f, "launch_training.sh", lambda t: t.replace(
+        'train.py "$@"', f'train.py "$@" --{cap_field(f).replace("_", "-")}=8')),
+    "launch-drops-args": launch_edit(r'train\.py "\$@"', lambda _: "train.py"),
+    "launch-writes-config": after_set(lambda _: "sed -i 's/= /=  /' grpo_config.py"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LAUNCH))
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_the_recorded_launch_flags_each_mutant(tmp_path: Path, name: str, kind: str) -> None:
+    folder, _ = example_generated(tmp_path, name)
+    LAUNCH[kind](folder)
+    found_rules = {v.rule for v in check_recorded_launch(folder, probe_args(read(folder, "grpo_config.py")))}
+    assert kind.split("/")[0] in found_rules, found_rules
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_a_rule_that_may_be_an_import_error_shows_the_import_error(tmp_path: Path, name: str) -> None:
+    """train.py without `import helpers` but with getattr(helpers, name): the rule names the missing import,
+    and the evidence carries the NameError of the import check."""
+    folder, source = example_generated(tmp_path, name)
+    edit_file(folder, "train.py", lambda t: t.replace("import helpers\n", "", 1))
+    result = run_guards(folder, source)
+    assert not result.passed and "never imports it" in result.evidence
+    assert "NameError" in result.evidence and "helpers" in result.summary and "import train" in result.summary
