@@ -366,7 +366,7 @@ def hide(prelude: Callable[[Path], str], tail: str) -> Callable[[Path], None]:
 
 LAUNCH: dict[str, Callable[[Path], None]] = {
     "launch-process-count/variable": lambda f: (after_set(lambda _: "NP=4")(f), launch_edit(
-        r'--num_processes\s+(\$\(\([^)]*NUM_GPUS[^)]*\)\)|"?\$\{NUM_GPUS\}"?)',
+        r'--num_processes\s+(\$\(\([^)]*(?:NUM_GPUS|PER_NODE)[^)]*\)\)|"?\$\{NUM_GPUS\}"?)',
         lambda _: '--num_processes "${NP}"', 1)(f)),
     "launch-overrides-args/variable": hide(lambda f: f'EXTRA="--{cap_field(f)} 8"', "${EXTRA}"),
     "launch-overrides-args/heredoc": hide(lambda f: f"EXTRA=$(cat <<'END'\n--{cap_field(f)} 8\nEND\n)", "${EXTRA}"),
