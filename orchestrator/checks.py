@@ -165,10 +165,12 @@ def run_guards(folder: Path, source_of_truth: Path, launch_args: list[str] | Non
         answer = probe_folder(folder, import_only=True)
         if answer.import_failed:
             failure = last_traceback(answer.traceback) or answer.traceback
+            excerpts = tail(code_excerpts(failure, folder), 800)
             evidence = (f"{tail(evidence, EVIDENCE_CHARS // 2)}\n\nThe import check fails too, and the rule(s) above "
                         f"may be only its effect: `import {answer.import_failed}` raises:\n"
-                        f"{tail(failure, EVIDENCE_CHARS // 2)}")
-            files = list(dict.fromkeys([*files, *implicated_files(failure), f"{answer.import_failed}.py"]))
+                        f"{tail(failure, EVIDENCE_CHARS // 3)}" + (f"\n\n{excerpts}" if excerpts else ""))
+            # the files the rules name are shown whole; the import failure's own frames come as excerpts
+            files = files or list(dict.fromkeys([*implicated_files(failure), f"{answer.import_failed}.py"]))
             last = (failure.strip().splitlines() or [""])[-1]
             summary += f"; `import {answer.import_failed}` fails too: {last[:200]}"
     return CheckResult("rules", False, "guard", summary, tail(evidence, EVIDENCE_CHARS), files)
