@@ -43,9 +43,9 @@ DEFAULT_EXAMPLE = "cleanup"
 
 # the formal run of the demo, by role: short, on a CPU, still logging samples and evaluations; groups of 4 episodes
 # of 4 turns, so that most groups' returns differ and every update has a gradient
-FORMAL_BY_ROLE = {"episodes_total": 16, "updates_total": 4, "group_generations": 4, "episode_turns": 4,
+FORMAL_BY_ROLE = {"episodes_total": 12, "updates_total": 3, "group_generations": 4, "episode_turns": 3,
                   "thinking_cap": 40, "action_cap": 40, "micro_batch": 8, "precision": False, "checkpointing": False,
-                  "eval_every": 2, "sample_every": 4, "save_every": 1000}
+                  "eval_every": 2, "sample_every": 3, "save_every": 1000}
 
 # the review an example without a recorded one plays back: about GRPO itself, no game's words
 GENERIC_IDEAS = """# Future improvements

@@ -30,6 +30,27 @@ _BUILD_AGENT = ("import sys; from pathlib import Path; from orchestrator.tiny_ag
                 "local_tiny_agent(Path(sys.argv[1]), Path(sys.argv[2]))")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order for two workers (`--dist=loadgroup`): the tests that share a module-scoped fixture stay together on
+    one worker (one group per module), every other test is scheduled on its own; the slow ones start first (those
+    that need a tiny agent after the others, while it is built), the quick ones fill the end."""
+    groups: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        shares = any(d.scope == "module" for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs)
+        key = item.module.__name__ if shares else item.nodeid
+        if shares:
+            item.add_marker(pytest.mark.xdist_group(key))
+        groups.setdefault(key, []).append(item)
+
+    def rank(group: list[pytest.Item]) -> int:
+        if not any(item.get_closest_marker("slow") for item in group):
+            return 2
+        return 1 if any(item.get_closest_marker("tiny_agent") for item in group) else 0
+
+    items[:] = [item for group in sorted(groups.values(), key=rank) for item in group]
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start building the tiny agents that the collected tests mark (`@pytest.mark.tiny_agent(GAME)`), one
     background process each: the builds (a minute or two each) overlap the tests before them, and a test that

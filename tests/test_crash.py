@@ -150,6 +150,7 @@ LOOP_MOMENTS = [
 ]
 
 
+@pytest.mark.slow
 def test_kill_9_at_every_step_boundary_and_inside_each_step_then_resume(project: Path, tmp_path: Path):
     replies = loop_replies()
     llm = write_transcript(tmp_path / "t.json", replies)
@@ -197,6 +198,7 @@ DEMO_MOMENTS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.tiny_agent("cleanup")
 def test_the_demo_killed_at_each_moment_of_formal_training_and_review_resumes_to_the_same_end(
         project: Path, tiny_model_dir: Path):

@@ -134,6 +134,7 @@ def test_a_regeneration_by_empty_search_is_refused_then_the_edit_converges(proje
     assert_history_is_every_attempt(project, outcome)
 
 
+@pytest.mark.slow
 def test_unusable_and_no_op_fixes_are_commits_too_and_already_tried_shows_them(project, tmp_path, httpserver,
                                                                                monkeypatch):
     fault = ("import prompt_template\n", "import prompt_templates\n")
@@ -174,6 +175,7 @@ def test_a_hard_coded_training_value_in_the_launch_script_is_flagged_and_removed
     assert_history_is_every_attempt(project, outcome)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("escalations", [2])
 def test_a_stubborn_model_is_stopped_after_two_escalated_fixes(project, tmp_path, httpserver, monkeypatch,
                                                               escalations):

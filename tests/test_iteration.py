@@ -31,6 +31,7 @@ def reply(tag: str, text: str) -> dict:
     return {"tag": tag, "text": text, "usage": {"input_tokens": 1000, "output_tokens": 100}}
 
 
+@pytest.mark.slow
 def test_nan_in_the_formal_run_stops_it_then_fix_and_restart(project: Path, tmp_path: Path, tiny_model_dir: Path):
     replies = reference_replies()
     assert replies[3]["tag"] == "generate_train"
@@ -75,6 +76,7 @@ def demo(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
                              "--project-root", str(project)], capture_output=True, text=True, timeout=900)
     return project, result, request.param
 
+@pytest.mark.slow
 
 def test_the_offline_demo_runs_the_whole_pipeline(demo):
     project, result, name = demo

@@ -27,12 +27,14 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from held_out import SEED_SPACING, HeldOut  # noqa: E402
 
 UPDATES = 6
-MARGIN = 0.25  # held-out reward per agent-episode, trained over the warm start
+MARGIN = 0.5  # held-out reward per agent-episode, trained over the warm start (the 5-seed sweep: 1.22 to 1.44)
 SEEDS = [int(seed) for seed in os.environ.get("LEARNING_TEST_SEEDS", "0").split()]
-# the learning benchmark's settings (benchmarks/README.md): 8 episodes per group, 5 turns, lr 3e-4
+# the learning benchmark's settings (benchmarks/README.md: 8 episodes per group, 5 turns, lr 3e-4), the rate held
+# after its warm-up instead of decayed over 6 updates: the updates that find the first apples come late on some seeds
 SETTINGS = ["--group_size", "8", "--max_env_steps", "5", "--max_thinking_tokens", "40", "--max_action_tokens", "40",
-            "--learning_rate", "3e-4", "--bf16", "false", "--gradient_checkpointing", "false", "--eval_episodes", "1",
-            "--eval_interval", "1000", "--sample_log_interval", "1000000", "--save_interval", "0"]
+            "--learning_rate", "3e-4", "--lr_scheduler_type", "constant_with_warmup", "--bf16", "false",
+            "--gradient_checkpointing", "false", "--eval_episodes", "1", "--eval_interval", "1000",
+            "--sample_log_interval", "1000000", "--save_interval", "0"]
 
 
 @pytest.mark.slow

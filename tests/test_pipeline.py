@@ -199,6 +199,7 @@ def _answer(request: Request) -> Response:
     return answer(body, file_answer(*GENERATION_STEPS[step]))
 
 
+@pytest.mark.slow
 def test_resume_after_the_process_is_killed_mid_run(project: Path, httpserver: HTTPServer):
     """A real SIGKILL while generate_train waits for the API; resume redoes only generate_train onwards."""
     requests: list[str] = []

@@ -112,6 +112,7 @@ def _without_command_line(folder: Path) -> None:
                 "    train(GRPOConfig.from_args(sys.argv[1:] if argv is None else argv))", "    train(GRPOConfig())"))
 
 
+@pytest.mark.slow
 def test_a_template_without_flags_gets_its_short_run_through_the_config(tmp_path: Path, tiny_model_dir: Path) -> None:
     project = tmp_path / "project"
     shutil.copytree(SOURCE_OF_TRUTH, project / "source_of_truth", ignore=shutil.ignore_patterns("__pycache__"))

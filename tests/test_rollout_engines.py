@@ -199,6 +199,7 @@ def test_rollout_benchmark_runs_on_cpu():
     assert any(line.startswith("update ") and "s/update" in line for line in lines)
 
 
+@pytest.mark.slow
 def test_rollout_benchmark_phases_run_on_cpu():
     args = ["--phases", "--shape", "tiny", "--threads", "1", "--batches", "1,3", "--prompt-len", "12",
             "--phase-new", "4", "--repeats", "1", "--engines", "hf,static,static-mkl"]

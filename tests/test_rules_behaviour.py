@@ -310,6 +310,7 @@ def test_one_probe_run_flags_each_mutant_of_the_group(tmp_path: Path, name: str,
     assert not missing_findings(violations, expected), "\n".join(map(str, violations))
 
 
+@pytest.mark.slow
 def test_the_verdict_is_the_same_run_after_run(tmp_path: Path) -> None:
     """Seeded games and calls, a fixed hash seed: the same files, the same violations, also when train.py builds
     its game unseeded (the game's own default seed, None for Cleanup, once made two verdicts flip between runs)."""
