@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -9,8 +10,10 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 # one torch thread for the tests and their subprocesses, set before torch is imported: on a small shared machine
 # it is measured faster than two (benchmarks/README.md, "Threads"); an OMP_NUM_THREADS already set wins
@@ -30,25 +33,46 @@ _BUILD_AGENT = ("import sys; from pathlib import Path; from orchestrator.tiny_ag
                 "local_tiny_agent(Path(sys.argv[1]), Path(sys.argv[2]))")
 
 
-@pytest.hookimpl(tryfirst=True)
+@functools.cache
+def _shared_unit(module_path: str) -> str | None:
+    """The unit a test module's tests are scheduled as together, if any: the one local SLURM cluster's tests share
+    it (one unit for all), a module with a module-scoped fixture shares that (one unit per module)."""
+    text = (ROOT / module_path).read_text()
+    if "slurm_cluster.requires_cluster" in text:
+        return "slurm"
+    return module_path if 'scope="module"' in text else None
+
+
+def work_unit(nodeid: str) -> str:
+    """What a worker runs as one piece: the shared unit of its module, or the test alone."""
+    return _shared_unit(nodeid.split("::", 1)[0]) or nodeid
+
+
+class SharedFixtureScheduling(LoadScopeScheduling):
+    """`--dist=load` that keeps each shared unit on one worker (xdist's loadgroup cannot: with pytest 9 the group
+    suffix it writes to `_nodeid` never reaches the node ids it schedules)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return work_unit(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> SharedFixtureScheduling | None:
+    return SharedFixtureScheduling(config, log) if config.getoption("dist") == "load" else None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Order for two workers (`--dist=loadgroup`): the tests that share a module-scoped fixture stay together on
-    one worker (one group per module), every other test is scheduled on its own; the slow ones start first (those
-    that need a tiny agent after the others, while it is built), the quick ones fill the end."""
-    groups: dict[str, list[pytest.Item]] = {}
+    """The order the workers take units in: the slow ones first (those that need a tiny agent after the others,
+    while it is built), the quick ones fill the end."""
+    units: dict[str, list[pytest.Item]] = {}
     for item in items:
-        shares = any(d.scope == "module" for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs)
-        key = item.module.__name__ if shares else item.nodeid
-        if shares:
-            item.add_marker(pytest.mark.xdist_group(key))
-        groups.setdefault(key, []).append(item)
+        units.setdefault(work_unit(item.nodeid), []).append(item)
 
-    def rank(group: list[pytest.Item]) -> int:
-        if not any(item.get_closest_marker("slow") for item in group):
+    def rank(unit: list[pytest.Item]) -> int:
+        if not any(item.get_closest_marker("slow") for item in unit):
             return 2
-        return 1 if any(item.get_closest_marker("tiny_agent") for item in group) else 0
+        return 1 if any(item.get_closest_marker("tiny_agent") for item in unit) else 0
 
-    items[:] = [item for group in sorted(groups.values(), key=rank) for item in group]
+    items[:] = [item for unit in sorted(units.values(), key=rank) for item in unit]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

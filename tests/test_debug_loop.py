@@ -74,8 +74,8 @@ def test_import_error_traceback_reaches_the_fix_and_the_edit_repairs_it(project,
     assert message.startswith("fix attempt 1: import_check edited train.py")
     assert "import prompt_template\n" in (project / "workspace/generated/train.py").read_text()
 
-@pytest.mark.slow
 
+@pytest.mark.slow
 def test_runtime_error_in_the_tiny_model_run_is_fixed(project, tmp_path, httpserver, anthropic_env, quick_runtime):
     line = "    return env_move.CleanupEnv(width=config.env_width, height=config.env_height, {}=config.num_agents,"
     replies = generation_replies(tmp_path, train_py=(line.format("num_agents"), line.format("agents")))
@@ -89,9 +89,9 @@ def test_runtime_error_in_the_tiny_model_run_is_fixed(project, tmp_path, httpser
     assert "(wrong_signature)" in fix_prompt
     assert fix_commits(project)[0].startswith("fix attempt 1: runtime_check edited train.py")
     assert (project / "runs/r1/runtime_check/logs/train.logs").read_text().count(" train ") == 1
+
+
 @pytest.mark.slow
-
-
 def test_guard_violation_is_fixed_by_an_edit(project, tmp_path, httpserver, anthropic_env, quick_runtime):
     menu = '    "stay": "{} - do nothing",\n'
     dance = menu + '    "dance": "{} - celebrate",\n'
@@ -102,10 +102,10 @@ def test_guard_violation_is_fixed_by_an_edit(project, tmp_path, httpserver, anth
     outcome = run(project, quick_runtime)
     assert outcome.status == "done", outcome.reason
     assert "unknown-action prompt_template.py" in server.prompt_text(5)
-@pytest.mark.slow
     assert fix_commits(project)[0].startswith("fix attempt 1: rules edited prompt_template.py")
 
 
+@pytest.mark.slow
 def test_an_edit_to_a_protected_file_is_refused_before_it_touches_disk(project, tmp_path, httpserver, anthropic_env,
                                                                       quick_runtime):
     replies = generation_replies(tmp_path, train_py=("import prompt_template\n", "import prompt_templates\n"))
@@ -118,11 +118,11 @@ def test_an_edit_to_a_protected_file_is_refused_before_it_touches_disk(project, 
     assert "refused: env_move.py must never be edited" in server.prompt_text(6)
     source = (project / "source_of_truth/env_move.py").read_bytes()
     assert (project / "workspace/generated/env_move.py").read_bytes() == source
-@pytest.mark.slow
     history = git.Repo(project / "workspace").git.log("run/r1", "--format=%s", "--", "generated/env_move.py")
     assert history.splitlines() == ["setup attempt 1: source of truth copied"]
 
 
+@pytest.mark.slow
 def test_a_hopeless_loop_escalates_then_ends_blocked(project, tmp_path, httpserver, anthropic_env,
                                                      quick_runtime):
     replies = generation_replies(tmp_path, train_py=("import prompt_template\n", "import prompt_templates\n"))

@@ -76,8 +76,8 @@ def demo(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
                              "--project-root", str(project)], capture_output=True, text=True, timeout=900)
     return project, result, request.param
 
-@pytest.mark.slow
 
+@pytest.mark.slow
 def test_the_offline_demo_runs_the_whole_pipeline(demo):
     project, result, name = demo
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
