@@ -44,8 +44,10 @@ def anthropic_env(monkeypatch):
 
 @pytest.fixture
 def quick_runtime(tiny_model_dir) -> RuntimeCheckSpec:
-    """The runtime check shrunk to one update of the tiny model."""
-    return RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=2, group=2, turns=2, token_cap=8)
+    """The runtime check shrunk to one update of the tiny model, in one process (the two-process path is the
+    distributed tests', the demo's and the log formats' process-count test's)."""
+    return RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=2, group=2, turns=2, token_cap=8,
+                            cpu_processes=1)
 
 
 def run(project: Path, runtime_check: RuntimeCheckSpec, **kwargs):
