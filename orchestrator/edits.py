@@ -169,12 +169,7 @@ class EditResult:
 def parse_files(text: str) -> list[FileBlock]:
     """Return the whole-file blocks of an answer, in order; EditFormatError naming every problem at once."""
     blocks, problems = read_files(text)
-    if problems:
-        raise format_error(problems, WHOLE_FILE_FORMAT)
-    if not blocks:
-        raise EditFormatError(
-            "No file was found in the answer.\n\n" + _format_reminder(WHOLE_FILE_FORMAT)
-        )
+    _refuse_if_unusable(problems, not blocks, "No file was found in the answer.", WHOLE_FILE_FORMAT)
     return blocks
 
 
@@ -262,6 +257,14 @@ def _section_code(content: str, hole: Section) -> tuple[str, str | None]:
     return code, None
 
 
+def _refuse_if_unusable(problems: list[str], empty: bool, nothing_found: str, fmt: str) -> None:
+    """EditFormatError for an answer with problems (all of them listed), or with nothing in it."""
+    if problems:
+        raise format_error(problems, fmt)
+    if empty:
+        raise EditFormatError(f"{nothing_found}\n\n{_format_reminder(fmt)}")
+
+
 def format_error(problems: list[str], fmt: str, extra: str = "") -> EditFormatError:
     """One EditFormatError listing every problem of an answer, then `extra`, then the format."""
     listed = "\n".join(f"- {p}" for p in problems)
@@ -336,12 +339,7 @@ def parse_edits(text: str) -> list[Edit]:
             problems.append(str(error).split("\n\n", 1)[0])
             i = _past_block(lines, i)
         i += 1
-    if problems:
-        raise format_error(problems, EDIT_FORMAT)
-    if not edits:
-        raise EditFormatError(
-            "No SEARCH/REPLACE block was found in the answer.\n\n" + _format_reminder(EDIT_FORMAT)
-        )
+    _refuse_if_unusable(problems, not edits, "No SEARCH/REPLACE block was found in the answer.", EDIT_FORMAT)
     return edits
 
 

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,20 @@ def edit_file(folder: Path, name: str, change) -> None:
     after = change(before)
     assert after != before, f"the mutant left {name} unchanged"
     path.write_text(after)
+
+
+def into_first_hole(code: str) -> Callable[[Path], None]:
+    """A mutant: `code` at the top of train.py's first module-level CUSTOMIZE section."""
+    from orchestrator.template import read_sections
+
+    def mutate(folder: Path) -> None:
+        def change(text: str) -> str:
+            hole = next(s for s in read_sections(text) if s.kind == "customize" and not s.text[:1].isspace())
+            lines = text.split("\n")
+            lines.insert(hole.start_line, code)
+            return "\n".join(lines)
+        edit_file(folder, "train.py", change)
+    return mutate
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import edit_file, example_generated
+from conftest import edit_file, example_generated, into_first_hole
 
 from orchestrator.checks import run_guards, run_import_check
 from orchestrator.demo import example, recorded_roles
@@ -86,17 +86,6 @@ def in_factory(code: Callable[[Path], str]) -> Callable[[Path], None]:
 
 def in_dispatch(code: Callable[[Path], str]) -> Callable[[Path], None]:
     return lambda folder: at_top_of(dispatch(folder), code)(folder)
-
-
-def into_first_hole(code: str) -> Callable[[Path], None]:
-    def mutate(folder: Path) -> None:
-        def change(text: str) -> str:
-            hole = next(s for s in read_sections(text) if s.kind == "customize" and not s.text[:1].isspace())
-            lines = text.split("\n")
-            lines.insert(hole.start_line, code)
-            return "\n".join(lines)
-        edit_file(folder, "train.py", change)
-    return mutate
 
 
 def append(name: str, code: Callable[[Path], str]) -> Callable[[Path], None]:

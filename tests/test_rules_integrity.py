@@ -11,12 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import edit_file, example_generated
+from conftest import edit_file, example_generated, into_first_hole
 
 from orchestrator.rules import check_folder, errors
 from orchestrator.rules.integrity import generic_names
 from orchestrator.rules.static import action_menus
-from orchestrator.template import read_sections
 
 EXAMPLES = ["cleanup", "staghunt"]
 
@@ -31,18 +30,6 @@ def a_helper(folder: Path) -> str:
 
 def append(name: str, code: Callable[[Path], str]) -> Callable[[Path], None]:
     return lambda folder: edit_file(folder, name, lambda text: text + "\n\n" + code(folder) + "\n")
-
-
-def into_first_hole(code: str) -> Callable[[Path], None]:
-    """`code` at the top of train.py's first module-level CUSTOMIZE section."""
-    def mutate(folder: Path) -> None:
-        def change(text: str) -> str:
-            hole = next(s for s in read_sections(text) if s.kind == "customize" and not s.text[:1].isspace())
-            lines = text.split("\n")
-            lines.insert(hole.start_line, code)
-            return "\n".join(lines)
-        edit_file(folder, "train.py", change)
-    return mutate
 
 
 def rebind_generic(folder: Path) -> None:
