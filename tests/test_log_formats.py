@@ -220,15 +220,10 @@ def test_the_pipeline_learns_an_unreadable_format_once_and_commits_it(project: P
 # ---------------------------------------------------------------- the corpus through real runtime checks
 
 
-# each real check costs ~10 CPU-s: the formats the issue saw fail end to end, one per way of reading (a table, pairs,
-# a logging prefix, event files); every format's own logging method is read above
-REAL_RUN_FORMATS = ["csv", "name value", "logging prefix", "tensorboard only"]
-
-
 @pytest.mark.slow
 @pytest.mark.tiny_agent("cleanup")
-@pytest.mark.parametrize("name", REAL_RUN_FORMATS)
-def test_formats_pass_a_real_runtime_check_with_status_and_curves(tmp_path: Path, name: str):
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_each_format_passes_a_real_runtime_check_with_status_and_curves(tmp_path: Path, name: str):
     folder = copy_generated_set(tmp_path / "generated")
     format_variant(folder, name)
     from orchestrator.tiny_agent import local_tiny_agent
