@@ -1,8 +1,9 @@
 """The offline demo: the whole pipeline with a recorded LLM, no network, no GPU, no API key.
 
 An example is a folder `examples/NAME/` holding `reference_generated/` (what an excellent LLM writes
-for that triple) and `source_of_truth/` (the researcher's three files; an example without one uses
-the project's `source_of_truth/`). Optional: `roles.json`, the recorded roles answer (otherwise the
+for that triple; its `helper_readme.md` is what the orchestrator renders from its `helpers.py`) and
+`source_of_truth/` (the researcher's three files; an example without one uses the project's
+`source_of_truth/`). Optional: `roles.json`, the recorded roles answer (otherwise the
 first guess from the config's field names is recorded as the answer); `log_format.json`, the recorded
 log-format answer (otherwise none is recorded: the first guess reads the log); `future_improvements.md`,
 the recorded review (otherwise a review about GRPO itself, in no game's words).
@@ -157,7 +158,7 @@ def transcript(ex: Example) -> dict:
     proposal = formal_proposal(ex, roles)
     return {"replies": [
         reply("map_roles", f"```json\n{json.dumps(roles, indent=2)}\n```", 7100, 420),
-        reply("generate_helpers", _files(ex.reference, ("helpers.py", "helper_readme.md")), 9200, 3100),
+        reply("generate_helpers", _files(ex.reference, ("helpers.py",)), 9200, 2400),
         reply("generate_prompts", _files(ex.reference, ("prompt_template.py",)), 5400, 1100),
         reply("generate_train", sections_answer(_faulty(ex.reference / "train.py", found)), 24800, 1500),
         reply("generate_launch", _files(ex.reference, ("launch_training.sh",)), 2600, 700),

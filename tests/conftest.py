@@ -166,7 +166,7 @@ def reference_train():
 
 
 GENERATION_STEPS = {
-    "generate_helpers": ("helpers.py", "helper_readme.md"),
+    "generate_helpers": ("helpers.py",),  # helper_readme.md is rendered from it
     "generate_prompts": ("prompt_template.py",),
     "generate_train": ("train.py",),
     "generate_launch": ("launch_training.sh",),

@@ -12,7 +12,7 @@ from orchestrator.checks import RuntimeCheckSpec
 from orchestrator.runner import start_run
 from orchestrator.state import Limits
 
-GENERATION = [("helpers.py", "helper_readme.md"), ("prompt_template.py",), ("train.py",), ("launch_training.sh",)]
+GENERATION = [("helpers.py",), ("prompt_template.py",), ("train.py",), ("launch_training.sh",)]
 
 
 def generation_replies(tmp_path: Path, **replace: tuple[str, str]) -> list[str]:

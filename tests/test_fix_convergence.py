@@ -11,12 +11,13 @@ from pathlib import Path
 import git
 import pytest
 from conftest import REFERENCE, SOURCE_OF_TRUTH, file_answer, roles_reply
-from messages_api import PromptDrivenServer
+from messages_api import PromptDrivenServer, request_text
 
+from orchestrator.helper_docs import helper_readme
 from orchestrator.runner import start_run
 from orchestrator.template import read_template
 
-STEPS = {"Step 1": ("helpers.py", "helper_readme.md"), "Step 2": ("prompt_template.py",), "Step 3": ("train.py",),
+STEPS = {"Step 1": ("helpers.py",), "Step 2": ("prompt_template.py",), "Step 3": ("train.py",),
          "Step 4": ("launch_training.sh",)}
 FixModel = Callable[[str, str], str]  # (what the last user message asks, everything the request shows) -> answer
 
@@ -112,6 +113,65 @@ def test_an_unknown_action_is_renamed_to_the_helper_the_evidence_lists(project, 
     menu = (project / "workspace/generated/prompt_template.py").read_text()
     assert '"stay": "{} - do nothing"' in menu and '"wait"' not in menu  # all six actions kept
     assert seen and "=== FILE: train.py ===" not in seen[0]  # the fix prompt shows what the evidence names
+    assert_history_is_every_attempt(project, outcome)
+
+
+STAY_MENU = ('    "stay": "{} - do nothing",', '    "wait": "{} - do nothing",')  # the menu offers a missing helper
+WAIT_HELPER = ('def wait(env: CleanupEnv, agent_id: int) -> bool:\n    """Skip this turn (always completed)."""\n'
+               '    env.set_action(agent_id, "STAY")\n    return True\n')
+
+
+def fix_commit(project: Path, outcome) -> git.Commit:
+    [attempt] = [a for a in outcome.state["attempts"] if a["node"] == "fix"]
+    return git.Repo(project / "workspace").commit(attempt["sha"])
+
+
+def committed_text(commit: git.Commit, name: str) -> str:
+    return (commit.tree / f"generated/{name}").data_stream.read().decode()
+
+
+@pytest.mark.parametrize("change", ["rename", "add"])
+def test_a_fix_that_renames_or_adds_a_helper_commits_the_readme_rendered_from_it(project, tmp_path, httpserver,
+                                                                                 monkeypatch, change):
+    def fix(asked: str, shown: str) -> str:
+        if "offers action 'wait'" not in asked:
+            return "?"
+        if change == "rename":
+            return edit("helpers.py", "def stay(env: CleanupEnv, agent_id: int) -> bool:",
+                        "def wait(env: CleanupEnv, agent_id: int) -> bool:")
+        private = "def _list_positions(cells: list[Position], here: Position, limit: int = 12) -> str:"
+        return edit("helpers.py", private, f"{WAIT_HELPER}\n\n{private}")
+
+    server = PromptDrivenServer(httpserver, model(tmp_path, {"prompt_template.py": STAY_MENU}, fix))
+    outcome = run(project, server, monkeypatch, until="rules")
+    assert outcome.status == "done", outcome.reason
+    commit = fix_commit(project, outcome)
+    assert set(commit.stats.files) == {"generated/helpers.py", "generated/helper_readme.md"}
+    readme = committed_text(commit, "helper_readme.md")
+    assert readme == helper_readme(committed_text(commit, "helpers.py"))
+    assert '{"action": "wait", "agent_id": 0, "args": {}}' in readme
+    assert ('"action": "stay"' in readme) == (change == "add")
+    assert "Rendered again from the edit: helper_readme.md" in commit.message
+    assert_history_is_every_attempt(project, outcome)
+
+
+def test_a_fix_that_edits_the_readme_is_refused_and_sent_to_the_docstrings(project, tmp_path, httpserver,
+                                                                           monkeypatch):
+    def fix(asked: str, shown: str) -> str:
+        if "helper_readme.md is rendered from helpers.py" in asked:
+            return edit("helpers.py", "def stay(env: CleanupEnv, agent_id: int) -> bool:",
+                        "def wait(env: CleanupEnv, agent_id: int) -> bool:")
+        return edit("helper_readme.md", "## `stay(env: CleanupEnv, agent_id: int) -> bool`",
+                    "## `wait(env: CleanupEnv, agent_id: int) -> bool`")
+
+    server = PromptDrivenServer(httpserver, model(tmp_path, {"prompt_template.py": STAY_MENU}, fix))
+    outcome = run(project, server, monkeypatch, until="rules")
+    assert outcome.status == "done", outcome.reason
+    prompt = request_text(server.requests[-2])  # the fix's first request: the readme is neither shown nor offered
+    assert "files you may edit: helpers.py, prompt_template.py" in prompt and "helper_readme.md" not in prompt
+    assert outcome.state["ledger"]["fix"]["calls"] == 2  # refused, then the edit of helpers.py
+    readme = committed_text(fix_commit(project, outcome), "helper_readme.md")
+    assert "## `wait(" in readme and "## `stay(" not in readme
     assert_history_is_every_attempt(project, outcome)
 
 

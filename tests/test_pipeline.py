@@ -15,6 +15,7 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from orchestrator.graph import build_graph
+from orchestrator.helper_docs import helper_readme
 import orchestrator.runner as runner
 from orchestrator.runner import SetupError, resume_run
 from orchestrator.state import Limits
@@ -66,8 +67,42 @@ def test_second_run_over_a_complete_workspace_spends_no_llm_call(project: Path, 
     assert outcome.status == "done"
     assert outcome.state["skipped"] == ["map_roles", *GENERATION_STEPS]
     assert outcome.state.get("ledger", {}) == {}
-    assert "skipped: helpers.py, helper_readme.md already exist and pass their checks (0 tokens)" in \
-        (project / "claude.logs").read_text()
+    assert "skipped: helpers.py already exists and passes its checks (0 tokens)" in (project / "claude.logs").read_text()
+
+
+def committed_files(project: Path, sha: str) -> set[str]:
+    return set(git.Repo(project / "workspace").git.show("--name-only", "--format=", sha).split())
+
+
+def test_step_1_asks_for_helpers_py_only_and_commits_the_readme_rendered_from_it(project: Path, tmp_path: Path):
+    outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
+    [attempt] = [a for a in outcome.state["attempts"] if a["node"] == "generate_helpers"]
+    assert committed_files(project, attempt["sha"]) == {"generated/helpers.py", "generated/helper_readme.md"}
+    readme = git.Repo(project / "workspace").git.show(f"{attempt['sha']}:generated/helper_readme.md",
+                                                      strip_newline_in_stdout=False)
+    assert readme == helper_readme((REFERENCE / "helpers.py").read_text())
+
+
+@pytest.mark.parametrize("change", ["missing", "stale"])
+def test_a_missing_or_stale_readme_is_rendered_again_for_no_tokens(project: Path, tmp_path: Path, change: str):
+    """A workspace whose last commit lacks the readme, or holds one an older run had the LLM write."""
+    start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
+    repo = git.Repo(project / "workspace")
+    readme = project / "workspace/generated/helper_readme.md"
+    if change == "missing":
+        repo.index.remove([str(readme)], working_tree=True)
+    else:
+        readme.write_text("# helpers\n\nan older run's readme, written by the LLM\n")
+        repo.index.add([str(readme)])
+    repo.index.commit(f"the readme {change}")
+    outcome = start_run(project, llm=write_transcript(tmp_path / "empty.json", []), run_id="r2")
+    assert outcome.status == "done", outcome.reason
+    assert outcome.state["skipped"] == ["map_roles", *GENERATION_STEPS] and outcome.state.get("ledger", {}) == {}
+    assert readme.read_text() == (REFERENCE / "helper_readme.md").read_text()
+    assert not repo.is_dirty(untracked_files=True)
+    [attempt] = outcome.state["attempts"]
+    assert (attempt["node"], attempt["outcome"], attempt["tokens"]) == ("generate_helpers", "rendered", 0)
+    assert committed_files(project, attempt["sha"]) == {"generated/helper_readme.md"}
 
 
 def test_a_malformed_answer_is_fed_back_once(project: Path, tmp_path: Path):
@@ -103,8 +138,8 @@ def test_a_mapping_unusable_twice_is_a_commit_too(project: Path, tmp_path: Path)
 
 def test_one_re_ask_names_every_problem_of_a_generation_answer(project: Path, httpserver: HTTPServer, monkeypatch):
     """A model that repairs only what it is told: Step 1 puts prose between a FILE line and its fence and
-    leaves helper_readme.md out; Step 3 sends CUSTOMIZE 1 twice and leaves CUSTOMIZE 2 out. One re-ask
-    each names all of it, and both steps converge."""
+    sends helpers.py twice; Step 3 sends CUSTOMIZE 1 twice and leaves CUSTOMIZE 2 out. One re-ask each
+    names all of it, and both steps converge."""
     asked: dict[str, list[str]] = {"Step 1": [], "Step 3": []}
 
     def respond(request: Request) -> Response:
@@ -118,8 +153,8 @@ def test_one_re_ask_names_every_problem_of_a_generation_answer(project: Path, ht
             helpers = file_answer("helpers.py")
             if "must be followed directly by the code fence" not in told:
                 helpers = helpers.replace("\n````\n", "\nHere it is:\n````\n", 1)
-            readme = file_answer("helper_readme.md") if "missing helper_readme.md" in told else ""
-            return answer(body, helpers + readme)
+            again = "" if "helpers.py is sent twice" in told else file_answer("helpers.py")
+            return answer(body, helpers + again)
         if step == "Step 3":
             sections = file_answer("train.py").split("\nCUSTOMIZE ")
             if "CUSTOMIZE 1 is sent twice" not in told:
@@ -137,7 +172,8 @@ def test_one_re_ask_names_every_problem_of_a_generation_answer(project: Path, ht
     assert asked["Step 1"][1].startswith("Your answer could not be used: 2 format error(s)")
     assert asked["Step 3"][1].startswith("Your answer could not be used: 2 format error(s)")
     assert "CUSTOMIZE 2: # === CUSTOMIZE ===   (grpo_template.py line 78" in asked["Step 3"][1]
-    assert (project / "workspace/generated/train.py").read_text() == (REFERENCE / "train.py").read_text()
+    for name in ("helpers.py", "helper_readme.md", "train.py"):
+        assert (project / "workspace/generated" / name).read_text() == (REFERENCE / name).read_text()
     assert outcome.state["ledger"]["generate_helpers"]["calls"] == outcome.state["ledger"]["generate_train"]["calls"] == 2
     assert len(history_subjects(project)) == len(outcome.state["attempts"])
 

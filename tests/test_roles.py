@@ -125,7 +125,7 @@ def test_a_template_without_flags_gets_its_short_run_through_the_config(tmp_path
                           cli_possible=False)
     replies = [{"tag": "map_roles", "text": f"```json\n{json.dumps(guess)}\n```"}] + [
         {"tag": tag, "text": file_answer(*names, folder=reference)}
-        for tag, names in (("generate_helpers", ("helpers.py", "helper_readme.md")),
+        for tag, names in (("generate_helpers", ("helpers.py",)),
                            ("generate_prompts", ("prompt_template.py",)), ("generate_train", ("train.py",)),
                            ("generate_launch", ("launch_training.sh",)))]
     spec = RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=2, group=2, turns=2, token_cap=4)

@@ -7,6 +7,9 @@ goes back to `rules`, so every check re-runs cheapest first.
 
 When the same failure (by fingerprint) comes back after a fix, or the last fix changed nothing, the
 fix escalates: every generated file in full, the list of what was tried, a larger answer budget.
+
+helper_readme.md is not a file the fix may edit: an edit of helpers.py renders it again in the same
+commit (orchestrator/helper_docs.py), and an answer that edits it is refused, pointing at the docstrings.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ from langgraph.runtime import Runtime
 from orchestrator.actionlog import Event
 from orchestrator.asking import ask
 from orchestrator.edits import EDIT_FORMAT, apply_edits, check_protected, parse_edits
-from orchestrator.rules import GENERATED_FILES, PROTECTED_FILES, check_config
+from orchestrator.helper_docs import HELPERS_FILE, rendered_docs
+from orchestrator.rules import GENERATED_FILES, HELPER_README, PROTECTED_FILES, check_config
 from orchestrator.limits import ensure_budget
 from orchestrator.prompts import file_blocks, render
 from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
 
-EDITABLE = (*GENERATED_FILES, "grpo_config.py")
+EDITABLE = (*(name for name in GENERATED_FILES if name != HELPER_README), "grpo_config.py")
 EDIT_CHARS = 1500  # of an earlier edit, shown again under "already tried"
 REFUSAL_CHARS = 800
 
@@ -57,6 +61,9 @@ def make_parser(ctx: RunContext, current: dict[str, str | None]):
         if refused:
             raise ValueError(f"refused: {', '.join(refused)} must never be edited; fix the generated files instead")
         names = [e.path.rsplit("/", 1)[-1] for e in edits]
+        if HELPER_README in names:
+            raise ValueError(f"refused: {HELPER_README} is rendered from {HELPERS_FILE} by code and never edited; "
+                             f"change a helper's documentation in its docstring in {HELPERS_FILE} instead")
         unknown = sorted({n for n in names if n not in EDITABLE})
         if unknown:
             raise ValueError(f"refused: {', '.join(unknown)} is not a file you may edit ({', '.join(EDITABLE)})")
@@ -102,21 +109,28 @@ def fix(state: RunState, runtime: Runtime[RunContext]) -> dict:
               "fingerprint": evidence["fingerprint"], "summary": evidence["summary"],
               "evidence_text": evidence["text"], "tokens": tokens, "cost_usd": answer.cost_usd, "escalated": escalated}
     if answer.parsed is None:
-        outcome, changed_files = f"unusable edit: {answer.error.splitlines()[0][:200]}", []
+        outcome, changed_files, written = f"unusable edit: {answer.error.splitlines()[0][:200]}", [], {}
         record |= {"refusal": abridge(answer.error, REFUSAL_CHARS)}
     else:
-        changed_files = [n for n, text in answer.parsed.items() if text != current.get(n)]
-        for name in changed_files:
-            ctx.workspace.write(f"{GENERATED_DIR}/{name}", answer.parsed[name])
+        edited = {n: text for n, text in answer.parsed.items() if text != current.get(n)}
+        changed_files = list(edited)
+        written = {**edited, **{n: text for n, text in rendered_docs(edited).items()
+                                if text != ctx.workspace.read(f"{GENERATED_DIR}/{n}")}}
+        for name, text in written.items():
+            ctx.workspace.write(f"{GENERATED_DIR}/{name}", text)
         outcome = f"edited {', '.join(changed_files)}" if changed_files else "the edit changed nothing"
     changed = bool(changed_files)
+    rendered = [n for n in written if n not in changed_files]
     record |= {"edit": abridge(answer.last_text, EDIT_CHARS)}
     # every attempt is a commit, an unusable or empty one too, so `history` shows all of them
-    sha = ctx.workspace.commit([f"{GENERATED_DIR}/{n}" for n in changed_files], node="fix", attempt=attempt,
+    sha = ctx.workspace.commit([f"{GENERATED_DIR}/{n}" for n in written], node="fix", attempt=attempt,
                                outcome=f"{evidence['check']} {outcome}", tokens=tokens,
-                               body=f"Evidence: {evidence['summary']}", allow_empty=True)
+                               body=f"Evidence: {evidence['summary']}"
+                                    + (f"\nRendered again from the edit: {', '.join(rendered)}" if rendered else ""),
+                               allow_empty=True)
     ctx.log.record(Event(ctx.run_id, "fix", "llm_edit", f"{evidence['check']} failed: {evidence['summary']}",
-                         outcome + (f"; commit {sha}" if sha else ""), tokens=tokens, cost_usd=answer.cost_usd,
+                         outcome + (f"; rendered {', '.join(rendered)} again" if rendered else "")
+                         + (f"; commit {sha}" if sha else ""), tokens=tokens, cost_usd=answer.cost_usd,
                          extra={"sha": sha, "escalated": escalated, "request_ids": answer.request_ids}))
     ctx.on_event(f"fix: {outcome}")
     return {"ledger": {"fix": row}, "attempts": [{**record, "outcome": outcome, "sha": sha, "changed": changed}]}

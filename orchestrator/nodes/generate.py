@@ -3,8 +3,10 @@
 Steps 1, 2 and 4 are answered with whole files. Step 3 is answered with the code of the template's
 CUSTOMIZE sections only, and train.py is the template with that code spliced in: its GENERIC sections
 and marker lines are the researcher's by construction, and the answer grows with the holes, not with
-the template. A step whose outputs already exist and pass their guards is skipped: no tokens are
-spent (re-runs). Every attempt is a commit, an empty one when the answer stayed malformed.
+the template. Step 1 is answered with helpers.py only: helper_readme.md is rendered from it by code
+(orchestrator/helper_docs.py) and committed with it. A step whose outputs already exist and pass their
+guards is skipped: no tokens are spent (re-runs); a missing or stale readme is rendered again, for free.
+Every attempt is a commit, an empty one when the answer stayed malformed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from orchestrator.actionlog import Event
 from orchestrator.asking import ask
 from orchestrator.checks import LOG_NAME
 from orchestrator.edits import SECTIONS_FORMAT, WHOLE_FILE_FORMAT, format_error, parse_sections, read_files
+from orchestrator.helper_docs import rendered_docs
 from orchestrator.rules import check_folder, errors
 from orchestrator.limits import ensure_budget
 from orchestrator.probe import ProbeResult, probe
@@ -39,8 +42,8 @@ class Step:
 
 
 STEPS = (
-    Step("generate_helpers", ("helpers.py", "helper_readme.md"), ("env_move.py",),
-         "Step 1: helpers.py and helper_readme.md from the game"),
+    Step("generate_helpers", ("helpers.py",), ("env_move.py",),
+         "Step 1: helpers.py from the game (helper_readme.md is rendered from its docstrings)"),
     Step("generate_prompts", ("prompt_template.py",), ("helpers.py", "helper_readme.md"),
          "Step 2: prompt_template.py from the helpers and their readme"),
     Step("generate_train", ("train.py",),
@@ -108,7 +111,7 @@ def generate(state: RunState, ctx: RunContext, step: Step) -> dict:
         variables["probe_summary"] = machine.summary()
     if outputs_pass(ctx, step):
         _record_skip(ctx, step)
-        return {**update, "skipped": [step.node]}
+        return {**update, "skipped": [step.node], **_render_stale_docs(state, ctx, step)}
 
     ensure_budget(state, ctx.limits, step.node)
     attempt = attempt_count(state, step.node) + 1
@@ -129,25 +132,52 @@ def generate(state: RunState, ctx: RunContext, step: Step) -> dict:
         return {**update, "ledger": {step.node: row}, "status": "blocked", "exit_reason": reason,
                 "attempts": [{"node": step.node, "attempt": attempt, "outcome": "malformed", "sha": sha,
                               "tokens": tokens, "cost_usd": answer.cost_usd}]}
-    paths = []
-    for name, text in answer.parsed.items():
+    files = {**answer.parsed, **rendered_docs(answer.parsed)}
+    for name, text in files.items():
         ctx.workspace.write(f"{GENERATED_DIR}/{name}", text)
-        paths.append(f"{GENERATED_DIR}/{name}")
-    sha = ctx.workspace.commit(paths, node=step.node, attempt=attempt, outcome="generated", tokens=tokens,
+    sha = ctx.workspace.commit([f"{GENERATED_DIR}/{name}" for name in files], node=step.node, attempt=attempt,
+                               outcome="generated", tokens=tokens,
                                body=f"{step.reason}\nLLM calls: {answer.calls}, cost ${answer.cost_usd:.4f}")
     ctx.log.record(Event(ctx.run_id, step.node, "llm_generate", step.reason,
-                         f"wrote {', '.join(step.outputs)}; commit {sha}", tokens=tokens, cost_usd=answer.cost_usd,
+                         f"wrote {', '.join(files)}; commit {sha}", tokens=tokens, cost_usd=answer.cost_usd,
                          extra={"sha": sha, "request_ids": answer.request_ids, "calls": answer.calls}))
-    ctx.on_event(f"{step.node}: wrote {', '.join(step.outputs)} ({tokens} tokens, ${answer.cost_usd:.4f})")
+    ctx.on_event(f"{step.node}: wrote {', '.join(files)} ({tokens} tokens, ${answer.cost_usd:.4f})")
     return {**update, "ledger": {step.node: row},
             "attempts": [{"node": step.node, "attempt": attempt, "outcome": "generated", "sha": sha,
                           "tokens": tokens, "cost_usd": answer.cost_usd}]}
 
 
 def _record_skip(ctx: RunContext, step: Step) -> None:
+    exist = "exists and passes its" if len(step.outputs) == 1 else "exist and pass their"
     ctx.log.record(Event(ctx.run_id, step.node, "skip", step.reason,
-                         f"skipped: {', '.join(step.outputs)} already exist and pass their checks (0 tokens)"))
+                         f"skipped: {', '.join(step.outputs)} already {exist} checks (0 tokens)"))
     ctx.on_event(f"{step.node}: skipped, outputs exist and pass their checks")
+
+
+def _render_stale_docs(state: RunState, ctx: RunContext, step: Step) -> dict:
+    """A skipped step's rendered files that are missing or differ from their rendering (an older run wrote
+    them, or helpers.py was edited by hand), written again; a change git does not hold yet is committed as
+    an attempt of 0 tokens."""
+    outputs = {name: ctx.workspace.read(f"{GENERATED_DIR}/{name}") or "" for name in step.outputs}
+    stale = {name: text for name, text in rendered_docs(outputs).items()
+             if ctx.workspace.read(f"{GENERATED_DIR}/{name}") != text}
+    if not stale:
+        return {}
+    for name, text in stale.items():
+        ctx.workspace.write(f"{GENERATED_DIR}/{name}", text)
+    attempt = attempt_count(state, step.node) + 1
+    sha = ctx.workspace.commit([f"{GENERATED_DIR}/{name}" for name in stale], node=step.node, attempt=attempt,
+                               outcome="rendered", tokens=0, body=f"{', '.join(stale)} rendered again from "
+                                                                  f"{', '.join(step.outputs)} (no LLM call)")
+    ctx.log.record(Event(ctx.run_id, step.node, "render", "rendered files follow the files they are rendered from",
+                         f"rendered {', '.join(stale)} again (0 tokens); "
+                         + (f"commit {sha}" if sha else "the last commit already holds that text"),
+                         extra={"sha": sha}))
+    ctx.on_event(f"{step.node}: rendered {', '.join(stale)} again (0 tokens)")
+    if sha is None:
+        return {}
+    return {"attempts": [{"node": step.node, "attempt": attempt, "outcome": "rendered", "sha": sha, "tokens": 0,
+                          "cost_usd": 0.0}]}
 
 
 def make_node(step: Step) -> Callable[[RunState, Runtime[RunContext]], dict]:

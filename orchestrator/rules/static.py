@@ -61,7 +61,8 @@ from orchestrator.template import (CUSTOMIZE, GENERIC, Section, TemplateError, o
                                    read_template, split_lines)
 
 PROTECTED_FILES = ("env_move.py", "grpo_template.py")
-GENERATED_FILES = ("helpers.py", "helper_readme.md", "prompt_template.py", "train.py", "launch_training.sh")
+HELPER_README = "helper_readme.md"  # rendered from helpers.py by code (orchestrator/helper_docs.py), never asked for
+GENERATED_FILES = ("helpers.py", HELPER_README, "prompt_template.py", "train.py", "launch_training.sh")
 SOURCE_FILES = ("env_move.py", "grpo_config.py", "grpo_template.py")
 FOLDER_FILES = GENERATED_FILES + SOURCE_FILES
 
@@ -309,8 +310,8 @@ def check_prompt_template(text: str, helpers_text: str) -> list[Violation]:
     if syntax:
         return syntax
     tree = ast.parse(text)
-    functions = _functions(tree)
-    helpers = _action_helpers(_functions(ast.parse(helpers_text)))
+    functions = top_level_functions(tree)
+    helpers = action_helper_names(top_level_functions(ast.parse(helpers_text)))
     violations = _check_offered_actions(tree, helpers) + check_menu_mutation(tree, action_menus(tree, helpers))
     for name, params in PROMPT_BUILDERS.items():
         builder = functions.get(name)
@@ -432,7 +433,7 @@ def check_helpers(text: str) -> list[Violation]:
     syntax = check_syntax("helpers.py", text)
     if syntax:
         return syntax
-    functions = _functions(ast.parse(text))
+    functions = top_level_functions(ast.parse(text))
     violations = []
     observe = functions.get(OBSERVATION_HELPER)
     if observe is None:
@@ -443,19 +444,21 @@ def check_helpers(text: str) -> list[Violation]:
     else:
         violations += _check_observation_signature(observe)
     public = {name for name in functions if not name.startswith("_")}
+    helpers = action_helper_names(functions)
     for name, function in functions.items():
-        if name in public and name != OBSERVATION_HELPER:
+        if name in helpers:
             violations += _check_helper_signature(function)
         violations += _check_helper_calls(function, public - {name})
     return violations + check_helper_references(ast.parse(text), public)
 
 
-def _functions(tree: ast.Module) -> dict[str, _Function]:
+def top_level_functions(tree: ast.Module) -> dict[str, _Function]:
     """Top-level functions by name; a later definition replaces an earlier one, as at runtime."""
     return {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
-def _action_helpers(functions: dict[str, _Function]) -> set[str]:
+def action_helper_names(functions: dict[str, _Function]) -> set[str]:
+    """The action helpers among helpers.py's top-level functions: the public ones but observation_to_text."""
     return {name for name in functions if not name.startswith("_") and name != OBSERVATION_HELPER}
 
 
@@ -572,7 +575,7 @@ def check_train_integrity(text: str, template_text: str, helpers_text: str, conf
     tree = ast.parse(text)
     fields, members = config_members(config_text)
     return (check_generic_rebinding(text, template_text)
-            + check_dispatch_uses_helpers(tree, _action_helpers(_functions(ast.parse(helpers_text))))
+            + check_dispatch_uses_helpers(tree, action_helper_names(top_level_functions(ast.parse(helpers_text))))
             + check_config_reads(tree, fields, members) + check_config_writes(text))
 
 
@@ -589,7 +592,9 @@ def read_text(path: Path) -> str:
 
 
 def _missing(name: str) -> Violation:
-    fix = f"copy it unchanged from source_of_truth/{name}" if name in SOURCE_FILES else "generate it"
+    fix = (f"copy it unchanged from source_of_truth/{name}" if name in SOURCE_FILES
+           else "it is rendered from helpers.py's docstrings once helpers.py compiles: edit helpers.py"
+           if name == HELPER_README else "generate it")
     return Violation("file-missing", name, None, f"{name} is missing from the generated folder; {fix}")
 
 

@@ -1,11 +1,20 @@
 """Helpers for LLM agents playing the Cleanup game (env_move.CleanupEnv).
 
+Coordinates are (x, y): x is the column (0 = left), y the row (0 = top); UP lowers y.
+
 `observation_to_text(env, agent_id)` describes what one agent sees, with coordinates. Every other
 public function is an action helper `NAME(env, agent_id, **args) -> bool`, called from the JSON form
 {"action": NAME, "agent_id": I, "args": {...}}. A helper chooses the agent's ONE low-level action
-for this turn with `env.set_action` (all agents then move at once) and returns whether its task is
-completed by this turn's action: the target reached, the apple eaten, the beam fired on dirt.
+(UP, DOWN, LEFT, RIGHT, STAY or CLEAN) for this turn with `env.set_action` (all agents then move at
+once with `env.step()`) and returns whether its task is completed by this turn's action: the target
+reached, the apple eaten, the beam fired on dirt. Bad arguments raise ValueError.
 Helpers never call one another; shared geometry lives in the private functions at the bottom.
+
+Game facts the helpers rely on: an agent eats an apple by stepping onto it (+1). Apples grow only in
+the orchard, and stop growing once 40 % of the river is dirty: the regrowth chance falls linearly from
+0.2 at a clean river to 0 at that threshold. Dirt appears in the river over time; the cleaning beam
+removes it on the agent's own cell and the `env.clean_beam_length` cells it faces. Moves are
+simultaneous: two agents aiming for the same cell both stay.
 """
 
 from __future__ import annotations
@@ -16,6 +25,8 @@ Position = tuple[int, int]
 
 
 def observation_to_text(env: CleanupEnv, agent_id: int) -> str:
+    """Agent `agent_id`'s position and facing, the turn, the river and orchard columns, the other agents,
+    apples and dirty river cells (nearest first), the apple regrowth chance, its reward so far, the map."""
     obs = env.get_observation(agent_id)
     x, y = obs["position"]
     lo_river, hi_river = obs["river_columns"]

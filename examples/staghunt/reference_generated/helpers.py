@@ -1,5 +1,8 @@
 """High-level actions for LLM hunters in the Stag Hunt game (env_move.StagHuntGame).
 
+Positions are (row, col): row 0 is the top row, col 0 the left column; N lowers the row, S raises it,
+E raises the col, W lowers it. "Next to" means one of the four orthogonal neighbours.
+
 `observation_to_text(env, agent_id)` describes what one hunter sees, with (row, col) coordinates.
 Every other public function is an action helper, called from the JSON form
 {"action": NAME, "agent_id": I, "args": {...}} as NAME(env, agent_id, **args). A helper works out
@@ -8,6 +11,11 @@ move), and returns a bool: whether its task is completed (each docstring says ex
 helper raises ValueError for arguments it cannot use, before it queues anything.
 
 Helpers never call one another; the shared geometry lives in the private functions at the bottom.
+
+Game facts the helpers rely on: all hunters' moves are resolved together when the turn advances. A
+stag is caught only when at least two hunters next to it HUNT in the same turn (+5 each); a hunter
+attacking it alone gets -0.5 and the stag runs away. A hare is caught by any hunter next to it that
+HUNTs (+1, split between its attackers). Nobody can step onto an animal.
 """
 
 from __future__ import annotations
