@@ -32,7 +32,7 @@ from orchestrator.edits import sections_answer
 from orchestrator.formal import FormalSpec
 from orchestrator.logformat import LOG_FORMAT_FILE
 from orchestrator.nodes.review import IDEAS_FILE
-from orchestrator.roles import ConfigRoles, parses_command_line, suggest_roles, validate_roles
+from orchestrator.roles import ConfigRoles, corrections, parses_command_line, suggest_roles, validate_roles
 from orchestrator.runner import RunOutcome, start_run
 from orchestrator.runs import SetupError
 from orchestrator.template import holes, read_sections
@@ -92,15 +92,18 @@ def example(name: str) -> Example:
     return Example(name, source if source.is_dir() else PROJECT / "source_of_truth", reference, folder)
 
 
-def recorded_roles(ex: Example) -> dict[str, Any]:
-    """The roles answer the demo plays back: the example's own, or the first guess from field names."""
+def first_guess(ex: Example) -> dict[str, Any]:
+    """The mapping map_roles guesses from the example config's field names (what its prompt shows)."""
     config_text = (ex.source_of_truth / "grpo_config.py").read_text()
-    recorded = ex.recorded("roles.json")
-    if recorded:
-        return json.loads(recorded)
     kinds = field_kinds(load_config_class(ex.source_of_truth / "grpo_config.py"))
     cli = parses_command_line((ex.source_of_truth / "grpo_template.py").read_text(), config_text)
     return suggest_roles(kinds, field_help(config_text), cli_possible=cli)
+
+
+def recorded_roles(ex: Example) -> dict[str, Any]:
+    """The whole mapping the demo's roles answer stands for: the example's own, or the first guess."""
+    recorded = ex.recorded("roles.json")
+    return json.loads(recorded) if recorded else first_guess(ex)
 
 
 def formal_proposal(ex: Example, answer: dict[str, Any]) -> dict[str, Any]:
@@ -157,7 +160,7 @@ def transcript(ex: Example) -> dict:
     reply = lambda tag, text, i, o: {"tag": tag, "text": text, "usage": {"input_tokens": i, "output_tokens": o}}
     proposal = formal_proposal(ex, roles)
     return {"replies": [
-        reply("map_roles", f"```json\n{json.dumps(roles, indent=2)}\n```", 7100, 420),
+        reply("map_roles", f"```json\n{json.dumps(corrections(roles, first_guess(ex)), indent=2)}\n```", 7100, 120),
         reply("generate_helpers", _files(ex.reference, ("helpers.py",)), 9200, 2400),
         reply("generate_prompts", _files(ex.reference, ("prompt_template.py",)), 5400, 1100),
         reply("generate_train", sections_answer(_faulty(ex.reference / "train.py", found)), 24800, 1500),

@@ -202,6 +202,24 @@ def words(name: str) -> set[str]:
     return {w for w in re.split(r"[^a-z0-9]+", spaced.lower()) if w}
 
 
+def with_guess(answer: Any, guess: dict[str, Any]) -> Any:
+    """An answer that names only the roles its guess got wrong, completed by the guess: {"roles": {ROLE: FIELD
+    or null, ...}, "delivery": ..., "notes": ...}, each key optional. Anything but an object is left as it is
+    (validate_roles says what is wrong with it)."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("roles", {}), dict):
+        return answer
+    return {**guess, **answer, "roles": {**guess["roles"], **answer.get("roles", {})}}
+
+
+def corrections(answer: dict[str, Any], guess: dict[str, Any]) -> dict[str, Any]:
+    """The shortest answer that `with_guess` completes into `answer`: the roles and delivery the guess got wrong."""
+    wrong = {role: field for role, field in answer["roles"].items() if guess["roles"].get(role, "") != field}
+    short: dict[str, Any] = {"roles": wrong}
+    if answer.get("delivery") != guess.get("delivery"):
+        short["delivery"] = answer.get("delivery")
+    return {**short, **({"notes": answer["notes"]} if answer.get("notes") else {})}
+
+
 def suggest_roles(kinds: dict[str, str], helps: dict[str, str] | None = None, *,
                   cli_possible: bool) -> dict[str, Any]:
     """A first guess at the mapping from field names (and help texts), in the answer's JSON form."""

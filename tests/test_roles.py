@@ -13,8 +13,9 @@ from conftest import SOURCE_OF_TRUTH, file_answer, write_transcript
 
 from orchestrator.checks import RuntimeCheckSpec
 from orchestrator.config_file import field_defaults, field_help, field_kinds, load_config_class, set_values
-from orchestrator.demo import example, recorded_roles
-from orchestrator.roles import CONFIG_FILE, ConfigRoles, deliver, parses_command_line, suggest_roles, validate_roles
+from orchestrator.demo import example, first_guess, recorded_roles
+from orchestrator.roles import (CONFIG_FILE, ConfigRoles, corrections, deliver, parses_command_line, suggest_roles,
+                                validate_roles)
 from orchestrator.runner import start_run
 
 EXPECTED = {  # role -> field, as a reader of each example's template would map them
@@ -49,6 +50,32 @@ def test_the_first_guess_gets_the_sizes_and_caps_right(name: str) -> None:
     guess = suggest_roles(kinds_of(name), field_help(text), cli_possible=True)["roles"]
     for role in ("model", "group_generations", "episode_turns", "thinking_cap", "action_cap", "micro_batch"):
         assert guess[role] == EXPECTED[name][role], role
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_an_answer_with_the_guess_s_mistakes_only_maps_every_role(tmp_path: Path, name: str) -> None:
+    """The model names only what the first guess got wrong; the committed mapping is the whole one."""
+    ex = example(name)
+    short = corrections(recorded_roles(ex), first_guess(ex))
+    assert len(short["roles"]) < len(EXPECTED[name]) / 2, short  # the guess is mostly right on both examples
+    project = tmp_path / "project"
+    shutil.copytree(ex.source_of_truth, project / "source_of_truth", ignore=shutil.ignore_patterns("__pycache__"))
+    replies = [{"tag": "map_roles", "text": f"```json\n{json.dumps(short)}\n```"}]
+    outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", replies), run_id="r1", until="map_roles")
+    assert outcome.status == "done", outcome.reason
+    committed = json.loads((project / "workspace/config_roles.json").read_text())
+    assert committed["roles"] == validate_roles(recorded_roles(ex), kinds_of(name), cli_possible=True).fields
+    assert {role: committed["roles"][role] for role in EXPECTED[name]} == EXPECTED[name]
+
+
+def test_a_correction_naming_a_field_the_config_lacks_is_refused_like_a_whole_answer(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    shutil.copytree(SOURCE_OF_TRUTH, project / "source_of_truth", ignore=shutil.ignore_patterns("__pycache__"))
+    bad = {"tag": "map_roles", "text": '```json\n{"roles": {"agent_count": "num_players"}}\n```'}
+    outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", [bad, bad]), run_id="r1",
+                        until="map_roles")
+    assert outcome.status == "blocked"
+    assert "agent_count: 'num_players' is not a GRPOConfig field" in outcome.reason
 
 
 def test_a_wrong_mapping_is_refused_with_every_problem() -> None:

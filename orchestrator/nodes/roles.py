@@ -1,7 +1,8 @@
 """map_roles: which of the researcher's GRPOConfig fields play the roles the orchestrator needs.
 
-The LLM answers one small JSON object, starting from a guess made from the field names; code checks
-every name and kind against the real dataclass. The mapping is written to the workspace
+The LLM is shown a guess made from the field names and answers one small JSON object with the roles the
+guess got wrong (its output grows with the guess's mistakes, not with the number of roles); code completes
+it with the guess and checks every name and kind against the real dataclass. The mapping is written to the workspace
 (`config_roles.json`, committed) and kept in the run state; a later run whose stored mapping still
 fits the config reuses it without a call.
 """
@@ -18,7 +19,8 @@ from orchestrator.config_file import field_help, field_kinds, load_config_class
 from orchestrator.limits import ensure_budget
 from orchestrator.prompts import file_blocks, render
 from orchestrator.json_answer import json_object
-from orchestrator.roles import ROLES, ConfigRoles, parses_command_line, suggest_roles, validate_roles
+from orchestrator.roles import (ROLES, ConfigRoles, parses_command_line, suggest_roles, validate_roles,
+                               with_guess)
 from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
 
 ROLES_FILE = "config_roles.json"
@@ -32,13 +34,18 @@ def map_roles(state: RunState, runtime: Runtime[RunContext]) -> dict:
     kinds = field_kinds(load_config_class(ctx.generated / "grpo_config.py"))
     cli_possible = parses_command_line(template_text, config_text)
 
+    suggestion = suggest_roles(kinds, field_help(config_text), cli_possible=cli_possible)
+
     def parse(text: str) -> ConfigRoles:
+        return validate_roles(with_guess(json_object(text, "the roles"), suggestion), kinds, cli_possible=cli_possible)
+
+    def parse_stored(text: str) -> ConfigRoles:
         return validate_roles(json_object(text, "the roles"), kinds, cli_possible=cli_possible)
 
     stored = ctx.workspace.read(ROLES_FILE)
     if stored is not None:
         try:
-            roles = parse(stored)
+            roles = parse_stored(stored)
         except ValueError as exc:
             ctx.log.record(Event(ctx.run_id, "map_roles", "discard", "the stored mapping must fit the current config",
                                  f"asking again: {exc}"))
@@ -49,7 +56,6 @@ def map_roles(state: RunState, runtime: Runtime[RunContext]) -> dict:
             return {"roles": roles.to_dict(), "skipped": ["map_roles"]}
 
     ensure_budget(state, ctx.limits, "map_roles")
-    suggestion = suggest_roles(kinds, field_help(config_text), cli_possible=cli_possible)
     prompt = render("map_roles", ctx.prompts_dir, roles=ROLES, suggestion=json.dumps(suggestion, indent=2),
                     cli_possible=cli_possible)
     ctx.on_event("map_roles: asking which config fields play which role")
