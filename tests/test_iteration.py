@@ -44,7 +44,8 @@ def test_nan_in_the_formal_run_stops_it_then_fix_and_restart(project: Path, tmp_
     ideas = cleanup.recorded("future_improvements.md")
     replies += [proposal, fix, proposal, reply("review", f"FILE: future_improvements.md\n````\n{ideas}````\n")]
     # the runtime check plays 2 turns (no NaN yet); the formal run plays 3 and reaches step 3
-    spec = RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=2, turns=2, token_cap=4)
+    spec = RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=2, turns=2, token_cap=4,
+                            cpu_processes=1)
     outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", replies), run_id="r1", runtime_check=spec,
                         formal=FormalSpec(model=str(tiny_model_dir), timeout_s=600,
                                           pinned={"max_thinking_tokens": 4, "max_action_tokens": 4}))

@@ -155,7 +155,8 @@ def test_a_template_without_flags_gets_its_short_run_through_the_config(tmp_path
         for tag, names in (("generate_helpers", ("helpers.py",)),
                            ("generate_prompts", ("prompt_template.py",)), ("generate_train", ("train.py",)),
                            ("generate_launch", ("launch_training.sh",)))]
-    spec = RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=2, group=2, turns=2, token_cap=4)
+    spec = RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=2, group=2, turns=2, token_cap=4,
+                            cpu_processes=1)
     outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", replies), run_id="r1",
                         runtime_check=spec, until="runtime_check")
     assert outcome.status == "done", outcome.reason

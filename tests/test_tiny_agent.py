@@ -107,7 +107,8 @@ def test_a_name_error_inside_a_helper_passes_the_import_check_and_is_caught_by_t
             rf"(def {h}\(env: CleanupEnv, agent_id: int[^)]*\) -> bool:\n    \"\"\"[^\n]*\"\"\"\n)",
             rf"\1    if env.step_count == {turn}:\n        return arrived\n", t, count=1))
     assert run_import_check(folder).passed
-    spec = RuntimeCheckSpec(model=str(cleanup_agent), real_model=False, plays=True, episodes=4, turns=3)
+    spec = RuntimeCheckSpec(model=str(cleanup_agent), real_model=False, plays=True, episodes=4, turns=3,
+                            cpu_processes=1)
     result = run_runtime_check(folder, spec, cleanup_roles(), tmp_path / "check")
     assert not result.passed and result.kind == "name"
     assert "NameError: name 'arrived' is not defined" in result.evidence and "helpers.py" in result.files
