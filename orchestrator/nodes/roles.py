@@ -34,18 +34,10 @@ def map_roles(state: RunState, runtime: Runtime[RunContext]) -> dict:
     kinds = field_kinds(load_config_class(ctx.generated / "grpo_config.py"))
     cli_possible = parses_command_line(template_text, config_text)
 
-    suggestion = suggest_roles(kinds, field_help(config_text), cli_possible=cli_possible)
-
-    def parse(text: str) -> ConfigRoles:
-        return validate_roles(with_guess(json_object(text, "the roles"), suggestion), kinds, cli_possible=cli_possible)
-
-    def parse_stored(text: str) -> ConfigRoles:
-        return validate_roles(json_object(text, "the roles"), kinds, cli_possible=cli_possible)
-
     stored = ctx.workspace.read(ROLES_FILE)
     if stored is not None:
         try:
-            roles = parse_stored(stored)
+            roles = validate_roles(json_object(stored, "the roles"), kinds, cli_possible=cli_possible)
         except ValueError as exc:
             ctx.log.record(Event(ctx.run_id, "map_roles", "discard", "the stored mapping must fit the current config",
                                  f"asking again: {exc}"))
@@ -56,6 +48,11 @@ def map_roles(state: RunState, runtime: Runtime[RunContext]) -> dict:
             return {"roles": roles.to_dict(), "skipped": ["map_roles"]}
 
     ensure_budget(state, ctx.limits, "map_roles")
+    suggestion = suggest_roles(kinds, field_help(config_text), cli_possible=cli_possible)
+
+    def parse(text: str) -> ConfigRoles:
+        return validate_roles(with_guess(json_object(text, "the roles"), suggestion), kinds, cli_possible=cli_possible)
+
     prompt = render("map_roles", ctx.prompts_dir, roles=ROLES, suggestion=json.dumps(suggestion, indent=2),
                     cli_possible=cli_possible)
     ctx.on_event("map_roles: asking which config fields play which role")
