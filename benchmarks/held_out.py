@@ -1,7 +1,7 @@
 """What a policy does on boards a run never trained on: the example's own train.py plays them and we count.
 
     python benchmarks/held_out.py GAME FOLDER MODEL [MODEL ...] --seed S [--boards 16] [--per-board 2]
-                                  [--turns 5] [--cap 40] [--greedy] [--agents N]
+                                  [--turns 5] [--cap 40] [--greedy] [--agents N] [--field NAME=JSON ...]
 
 GAME is cleanup or staghunt; FOLDER a generated set of that game (its source of truth plus train.py and the
 other generated files); each MODEL a folder from_pretrained can load (a run's checkpoints, the warm start),
@@ -10,6 +10,7 @@ evaluation seeds. A run of seed S trains on boards S, S + 1, ... (one per update
 them; with seeds spaced apart (S = k * SEED_SPACING for seed k, in `learning_bench.py` and the learning test)
 no run trains on another's boards or on any held-out board. Each board is played `--per-board` times,
 sampled at the config's temperature, or greedily (Cleanup only: Stag Hunt's config always samples).
+`--field` sets any other config field as the run trained with it (e.g. `env_width=8`: the same game size).
 
 Prints one JSON object per model, a line each, every count per agent-episode: `reward` (the training return:
 game reward plus the invalid-action penalties), `invalid_rate`, `helpers` (each helper's share of the valid
@@ -154,13 +155,15 @@ class HeldOut:
     cap: int = 40
     greedy: bool = False
     agents: int | None = None  # None: the config's
+    fields: dict[str, Any] = dataclasses.field(default_factory=dict)  # other config fields the run trained with
 
     def command(self) -> list[str]:
         """This evaluation as a command line of this script."""
         return [sys.executable, str(Path(__file__).resolve()), self.game, str(self.folder), *self.models,
                 "--seed", str(self.seed), "--boards", str(self.boards), "--per-board", str(self.per_board),
                 "--turns", str(self.turns), "--cap", str(self.cap), *(["--greedy"] if self.greedy else []),
-                *(["--agents", str(self.agents)] if self.agents else [])]
+                *(["--agents", str(self.agents)] if self.agents else []),
+                *[arg for name, value in self.fields.items() for arg in ("--field", f"{name}={json.dumps(value)}")]]
 
     def run(self) -> list[dict[str, Any]]:
         """This evaluation in a fresh interpreter: one result per model."""
@@ -187,6 +190,7 @@ def evaluate(spec: HeldOut) -> Iterator[dict[str, Any]]:
         values = roles.to_fields({"model": name, "episode_turns": spec.turns, "thinking_cap": spec.cap,
                                   "action_cap": spec.cap, "group_generations": max(spec.per_board, 2),
                                   **({"agent_count": spec.agents} if spec.agents else {})})
+        values.update(spec.fields)
         if spec.greedy:
             values["temperature"] = 0.0  # both examples' sampling field; Stag Hunt's config refuses 0
         config = train.GRPOConfig(**values)
@@ -219,9 +223,12 @@ def main() -> None:
     parser.add_argument("--cap", type=int, default=40, help="new-token cap of each generation stage")
     parser.add_argument("--greedy", action="store_true")
     parser.add_argument("--agents", type=int, default=None, help="agents per game (default: the config's)")
+    parser.add_argument("--field", action="append", default=[], metavar="NAME=JSON",
+                        help="another config field, as the run set it (e.g. env_width=8); repeatable")
     args = parser.parse_args()
+    fields = {name: json.loads(value) for name, _, value in (f.partition("=") for f in args.field)}
     spec = HeldOut(args.game, args.folder.resolve(), args.models, args.seed, args.boards, args.per_board, args.turns,
-                   args.cap, args.greedy, args.agents)
+                   args.cap, args.greedy, args.agents, fields)
     for result in evaluate(spec):
         print(json.dumps(result), flush=True)
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-RECIPE_VERSION = 3
+RECIPE_VERSION = 4
 MODELS_ENV = "ORCHESTRATOR_MODELS_DIR"  # a shared cache for many project roots (tests)
 MARKER_FILE = "tiny_agent.json"
 BUILD_TIMEOUT_S = 1200.0
@@ -322,9 +322,12 @@ def train_agent(out_dir: Path, samples: list[Turn], *, seed: int, steps: int, ba
             input_ids[i, :len(ids)] = torch.tensor(ids)
             weight[i, prompt_len:len(ids)] = torch.tensor(w)
             mask[i, :len(ids)] = 1
-        logits = model(input_ids=input_ids, attention_mask=mask).logits[:, :-1].float()
-        token_loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), input_ids[:, 1:], reduction="none")
-        loss = (token_loss * weight[:, 1:]).sum() / weight[:, 1:].sum()
+        # the vocabulary projection only where the loss looks (the completions): most positions are prompt
+        hidden = model.get_decoder()(input_ids=input_ids, attention_mask=mask).last_hidden_state[:, :-1]
+        scored = weight[:, 1:] > 0
+        logits = model.get_output_embeddings()(hidden[scored]).float()
+        token_loss = torch.nn.functional.cross_entropy(logits, input_ids[:, 1:][scored], reduction="none")
+        loss = (token_loss * weight[:, 1:][scored]).sum() / weight[:, 1:].sum()
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
