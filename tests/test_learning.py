@@ -66,7 +66,8 @@ def test_grpo_raises_the_held_out_reward_of_the_tiny_agent(tmp_path: Path, seed:
 
     warm, trained = HeldOut("cleanup", folder, [model, str(log_dir / "outputs" / "final")], game_seed, boards=16,
                             per_board=1, turns=5, greedy=True, fields=BOARD).run()
-    print(f"seed {seed}: held-out reward per agent-episode (16 boards of 8 x 6, greedy): warm start {warm['reward']:.3f}, "
+    print(f"seed {seed}: held-out reward per agent-episode (16 boards of 8 x 6, greedy): "
+          f"warm start {warm['reward']:.3f}, "
           f"after {UPDATES} GRPO updates {trained['reward']:.3f}, margin {trained['reward'] - warm['reward']:.3f}; "
           f"collect_nearest_apple {warm['helpers']['collect_nearest_apple']:.0%} -> "
           f"{trained['helpers']['collect_nearest_apple']:.0%} of calls; invalid-action rate "
