@@ -16,7 +16,7 @@ import ast
 import itertools
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from orchestrator.rules import static
 
@@ -39,6 +39,11 @@ def rendered_docs(files: Mapping[str, str]) -> dict[str, str]:
         return {static.HELPER_README: helper_readme(source)}
     except (SyntaxError, ValueError):  # ValueError: null bytes in the source
         return {}
+
+
+def stale_docs(files: Mapping[str, str], current: Callable[[str], str | None]) -> dict[str, str]:
+    """The files rendered from `files` whose text is not `current(name)` (None: missing): the ones to write."""
+    return {name: text for name, text in rendered_docs(files).items() if current(name) != text}
 
 
 def helper_readme(helpers_source: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.demo import example
-from orchestrator.helper_docs import helper_readme, rendered_docs
+from orchestrator.helper_docs import helper_readme, rendered_docs, stale_docs
 
 EXAMPLES = ("cleanup", "staghunt")
 
@@ -123,3 +123,10 @@ def test_a_helpers_py_that_does_not_parse_renders_nothing():
     assert rendered_docs({"helpers.py": UNSEEN}) == {"helper_readme.md": helper_readme(UNSEEN)}
     with pytest.raises(SyntaxError):
         helper_readme("def broken(:\n")
+
+
+def test_only_a_missing_or_different_readme_is_to_be_written():
+    readme = helper_readme(UNSEEN)
+    assert stale_docs({"helpers.py": UNSEEN}, {"helper_readme.md": readme}.get) == {}
+    assert stale_docs({"helpers.py": UNSEEN}, {}.get) == {"helper_readme.md": readme}
+    assert stale_docs({"helpers.py": UNSEEN}, {"helper_readme.md": "old"}.get) == {"helper_readme.md": readme}

@@ -19,7 +19,7 @@ from langgraph.runtime import Runtime
 from orchestrator.actionlog import Event
 from orchestrator.asking import ask
 from orchestrator.edits import EDIT_FORMAT, apply_edits, check_protected, parse_edits
-from orchestrator.helper_docs import HELPERS_FILE, rendered_docs
+from orchestrator.helper_docs import HELPERS_FILE, stale_docs
 from orchestrator.rules import GENERATED_FILES, HELPER_README, PROTECTED_FILES, check_config
 from orchestrator.limits import ensure_budget
 from orchestrator.prompts import file_blocks, render
@@ -114,8 +114,7 @@ def fix(state: RunState, runtime: Runtime[RunContext]) -> dict:
     else:
         edited = {n: text for n, text in answer.parsed.items() if text != current.get(n)}
         changed_files = list(edited)
-        written = {**edited, **{n: text for n, text in rendered_docs(edited).items()
-                                if text != ctx.workspace.read(f"{GENERATED_DIR}/{n}")}}
+        written = {**edited, **stale_docs(edited, lambda n: ctx.workspace.read(f"{GENERATED_DIR}/{n}"))}
         for name, text in written.items():
             ctx.workspace.write(f"{GENERATED_DIR}/{name}", text)
         outcome = f"edited {', '.join(changed_files)}" if changed_files else "the edit changed nothing"

@@ -21,7 +21,7 @@ from orchestrator.actionlog import Event
 from orchestrator.asking import ask
 from orchestrator.checks import LOG_NAME
 from orchestrator.edits import SECTIONS_FORMAT, WHOLE_FILE_FORMAT, format_error, parse_sections, read_files
-from orchestrator.helper_docs import rendered_docs
+from orchestrator.helper_docs import rendered_docs, stale_docs
 from orchestrator.rules import check_folder, errors
 from orchestrator.limits import ensure_budget
 from orchestrator.probe import ProbeResult, probe
@@ -159,8 +159,7 @@ def _render_stale_docs(state: RunState, ctx: RunContext, step: Step) -> dict:
     them, or helpers.py was edited by hand), written again; a change git does not hold yet is committed as
     an attempt of 0 tokens."""
     outputs = {name: ctx.workspace.read(f"{GENERATED_DIR}/{name}") or "" for name in step.outputs}
-    stale = {name: text for name, text in rendered_docs(outputs).items()
-             if ctx.workspace.read(f"{GENERATED_DIR}/{name}") != text}
+    stale = stale_docs(outputs, lambda name: ctx.workspace.read(f"{GENERATED_DIR}/{name}"))
     if not stale:
         return {}
     for name, text in stale.items():
