@@ -35,7 +35,6 @@ import importlib.util
 import inspect
 import json
 import os
-import re
 import sys
 import traceback
 import types
@@ -44,17 +43,17 @@ from typing import Any
 from orchestrator.rules.probe.effects import (OBSERVATION_HELPER, QUOTED, Board, action_helpers, callees,
                                               check_dispatch, check_helpers, check_observation, check_prompts,
                                               check_stages)
-from orchestrator.rules.probe.game import (check_game, clean_start, dependencies, dependency_changes, env_base,
-                                           find_factory, game_instance, import_apart, learn_play, reference_states,
-                                           transplant)
+from orchestrator.rules.probe.game import (check_game, choose, default_recipe, dependencies, dependency_changes,
+                                           env_base, find_factory, game_instance, import_apart, learn_play,
+                                           reference_positions, start_recipe)
 from orchestrator.rules.probe.generic import TEMPLATE_MODULE, Reference
-from orchestrator.rules.probe.values import call, canonical, differences, digest, show_path, violation
+from orchestrator.rules.probe.values import (call, canonical, coordinate_pairs, differences, digest, show_path,
+                                             violation)
 
 PROTECTED = ("env_move", "grpo_config")
 GENERATED = ("helpers", "prompt_template", "train")
 CONFIG_CLASS = "GRPOConfig"
 REFERENCE_ENV = "_env_move_reference"
-COORDINATES = re.compile(r"[(\[]\s*-?\d+\s*,\s*-?\d+\s*[)\]]")
 
 
 def snapshot(module: types.ModuleType) -> dict[str, str]:
@@ -174,7 +173,8 @@ def probe(folder: str, plan: dict[str, Any]) -> dict:
         except Exception as exc:
             notes.append(f"the template could not be imported apart ({type(exc).__name__}: {exc}): GENERIC behaviour "
                          f"not compared")
-    relied_on = dependencies(modules["env_move"])  # after the libraries the template imports, before generated code
+    clean_game = game_instance(reference_env) if reference_env is not None else None
+    relied_on = dependencies(modules["env_move"], clean_game)  # after the template's libraries, before generated code
     loaded = import_generated()
     if "import_failed" in loaded:
         return loaded
@@ -200,7 +200,7 @@ def probe(folder: str, plan: dict[str, Any]) -> dict:
         problems += reference.compare(loaded["train"])
         notes.append(f"{len(reference.outputs)} GENERIC functions compared on fixed inputs")
     problems += patched(before, modules, "running the generated code", known)
-    replaced = dependency_changes(modules["env_move"], relied_on)
+    replaced = dependency_changes(modules["env_move"], relied_on, clean_game)
     if replaced:
         problems.append(violation("protected-module-patched", "env_move.py",
                                   f"the generated code replaced {', '.join(replaced[:5])}, which env_move relies on; "
@@ -218,42 +218,45 @@ def behaviour(modules: dict[str, types.ModuleType], loaded: dict[str, types.Modu
     factory = find_factory(train, customize, config, CONFIG_CLASS, env_move) if config is not None else None
     if reference_env is None:
         return []
+    start = None
     if factory is not None:
-        base = env_base(factory.game, env_move) or (factory.init[0] if factory.init else None)
+        base = env_base(factory.game, env_move) or factory.built_with
         ref_cls = getattr(reference_env, base.__name__, None) if base else None
-        args = factory.init[1] if factory.init and factory.init[0] is base else None
-        start = clean_start(ref_cls, args) if ref_cls is not None else None
-        if start is None and ref_cls is not None and env_base(factory.game, env_move) is not None:
-            start = transplant(factory.game, ref_cls)
+        recipe = factory.recipe if factory.recipe is not None and factory.recipe.cls is base else None
+        if ref_cls is not None:
+            start = start_recipe(ref_cls, recipe.kwargs if recipe else None, recipe.calls if recipe else ())
     else:
-        start = game_instance(reference_env)
+        start = default_recipe(reference_env)
     if start is None:
         notes.append("no game could be built (no CUSTOMIZE factory returns one, none constructs without arguments): "
                      "game checks skipped")
         return []
-    ref_cls = type(start)
-    play = learn_play(ref_cls, start)
+    play = learn_play(start.cls, start)
     if play is None:
-        notes.append(f"no method of {ref_cls.__name__} takes (agent id, action): game checks skipped")
+        notes.append(f"no method of {start.cls.__name__} takes (agent id, action): game checks skipped")
         return []
-    play.init_args = factory.init[1] if factory and factory.init else None
+    notes += choose(play)
     problems = check_game(factory, play, env_move) if factory else []
-    notes.append(f"game: {factory.name + '() -> ' if factory else ''}{ref_cls.__name__}, actions set with "
-                 f"{play.setter}, played with {play.stepper}(), {len(play.agents)} agents, {len(play.actions)} actions")
-    states = reference_states(play, start)
+    notes += play.notes
+    notes.append(f"game: {factory.name + '() -> ' if factory else ''}{start.cls.__name__}, actions set with "
+                 f"{play.setter}, played with {play.stepper}(), {len(play.agents)} agents, {len(play.actions)} "
+                 f"actions, copied by {play.copier.name if play.copier else 'no faithful way'}")
+    if play.copier is None:
+        return problems
+    positions = reference_positions(play)
     observe = getattr(helpers, OBSERVATION_HELPER, None)
-    board = Board(play, states, observe if callable(observe) else None)
+    board = Board(play, positions, observe if callable(observe) else None)
     if not callable(observe):
         return problems
     observations, error = {}, None
     for agent in dict.fromkeys([play.agents[0], play.agents[-1]]):
-        observations[agent], error = call(observe, board.copy(len(states) - 1), agent)
+        observations[agent], error = call(observe, board.copy(len(positions) - 1), agent)
         if error is not None:
             problems.append(violation("observation-to-text", "helpers.py",
                                       f"observation_to_text(game, {agent}) raised {type(error).__name__}: {error}"))
             return problems
     first = observations[play.agents[0]]
-    if not isinstance(first, str) or not COORDINATES.search(first):
+    if not isinstance(first, str) or not coordinate_pairs(first):
         problems.append(violation("observation-to-text", "helpers.py",
                                   f"observation_to_text(game, 0) returned {repr(first)[:160]}: the brief asks for "
                                   f"natural language with coordinates, e.g. 'You are at (2,3)'"))

@@ -40,7 +40,8 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from orchestrator.rules.probe.game import Play, state
+from orchestrator.rules.probe.game import Play, Position
+from orchestrator.rules.probe.replicas import state
 from orchestrator.rules.probe.values import at, call, canonical, covered, differences, short, show_path, violation
 
 OBSERVATION_HELPER = "observation_to_text"
@@ -184,23 +185,25 @@ class Footprint:
 
 class Board:
     """The real states: the clean game's (env_move imported apart), so that what a helper does is judged
-    against the researcher's game, whatever train.py may have done to env_move."""
+    against the researcher's game, whatever train.py may have done to env_move; every copy is made the way
+    verified on this game (play.copier)."""
 
-    def __init__(self, play: Play, states: list[tuple[int, Any]], observe: Callable | None) -> None:
-        self.play, self.states, self.observe = play, states, observe
+    def __init__(self, play: Play, positions: list[Position], observe: Callable | None) -> None:
+        self.play, self.positions, self.observe = play, positions, observe
         self._footprints: dict[tuple[int, int], Footprint] = {}
 
     def copy(self, index: int) -> Any:
-        return copy.deepcopy(self.states[index][1])
+        position = self.positions[index]
+        return self.play.copier.copy(position.game, position.recipe)
 
     def footprint(self, index: int, agent: int) -> Footprint:
         key = (index, agent)
         if key not in self._footprints:
-            start = self.states[index][1]
+            start = self.positions[index].game
             before = state(start)
             own, values, others = [], set(), []
             for action in self.play.actions:
-                game = copy.deepcopy(start)
+                game = self.copy(index)
                 if self.play.set(game, agent, action) is None:
                     after = state(game)
                     changed = differences(before, after)
@@ -208,12 +211,12 @@ class Board:
                     values.update(repr(at(after, p)) for p in changed)
             for other in self.play.agents:
                 if other != agent:
-                    game = copy.deepcopy(start)
+                    game = self.copy(index)
                     self.play.set(game, other, self.play.actions[0])
                     others += differences(before, state(game))
             advance = []
             if self.play.stepper is not None:
-                game = copy.deepcopy(start)
+                game = self.copy(index)
                 if self.play.step(game)[1] is None:
                     advance = differences(before, state(game))
             reads = []
@@ -245,7 +248,7 @@ def check_helpers(table: dict[str, types.FunctionType], board: Board, words: lis
                 reported.add(rule)
                 problems.append(violation(rule, "helpers.py", message))
 
-        for index, (turn, _) in enumerate(board.states):
+        for index, turn in enumerate(p.turn for p in board.positions):
             for agent in play.agents[:JUDGED_AGENTS]:
                 for args in arguments:
                     game = board.copy(index)
@@ -354,7 +357,7 @@ def find(candidates: list[Callee], arity: int, args: Callable[[], tuple],
 
 
 def check_observation(candidates: list[Callee], board: Board, observe: Callable, agents: list[int]) -> list[dict]:
-    index = len(board.states) - 1
+    index = len(board.positions) - 1
     formatter = find(candidates, 2, lambda: (board.copy(index), agents[0]), lambda r: isinstance(r, str))
     if formatter is None:
         return []
@@ -454,7 +457,7 @@ def check_dispatch(candidates: list[Callee], table: dict[str, types.FunctionType
     with that result); a low-level action, another function of helpers.py (`others`) or an unknown name runs
     nothing."""
     tracer = HelperTracer(table)
-    index_of = {turn: i for i, (turn, _) in enumerate(board.states)}
+    index_of = {p.turn: i for i, p in enumerate(board.positions)}
     offered_helpers = {n: s for n, s in working.items() if re.search(rf"\b{re.escape(n)}\b", offered)} or working
     dispatch = None
     for candidate in (c for c in candidates if c.arity == 2):

@@ -3,13 +3,17 @@ is that game.
 
 Nothing about any particular game is assumed. From a clean copy of env_move (imported apart, before
 any generated code runs) and a game built the way the training builds it, the probe learns:
+- the start: a `Recipe` (the class, the training's constructor arguments with an unset seed set to 0, the
+  calls the training's factory made on the game, and a seeded reset when the game plays only after one);
 - the actions: values the game accepts, from env_move's module-level strings (tuples, lists, sets,
   dict keys), else small ints;
 - the setter: the public method called as (agent id, action) that records the action and changes
-  the game's state (`set_action`, `declare`, ...); the one that accepts the most actions;
+  the game's state (`set_action`, `declare`, `submit`, ...); the one that accepts the most actions;
 - the agents: the ids the setter accepts;
-- the stepper: the public method called with no argument whose outcome depends on the actions set
-  (`step`, `advance`, ...).
+- the stepper: the public method called with no argument whose outcome depends on the actions set and is
+  the same when the same actions are played on the same state (`step`, `advance`, ...); a reset-like
+  method (`reset`, `restart`, `seed`, ...) never is, and where several methods qualify the note says which;
+- how to copy it: the first way `replicas.choose_copier` verifies on this game.
 
 Rules (the game is the researcher's: "Do NOT modify env_move.py"; changing it at run time, from
 train.py, is modifying it; "Import and instantiate the environment from env_move.py"):
@@ -18,8 +22,8 @@ train.py, is modifying it; "Import and instantiate the environment from env_move
   defines, not of a subclass or a wrapper.
 - game-behaviour-changed: that game, driven by a fixed, seeded action sequence, stays equal to a clean
   env_move game started from the same state, turn after turn (state and what each step returns), and
-  starts equal to a clean game built with the same constructor arguments; it carries no function
-  of its own (a method patched on the instance).
+  starts equal to a clean game built with the same constructor arguments and calls; it carries no function
+  of its own (a method patched on the instance). Compared only through copies verified on this game.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from orchestrator.rules.probe.replicas import (Call, Copier, Recipe, choose_copier, copy_data, is_function,
+                                               reproducible, state)
 from orchestrator.rules.probe.values import (at, attributes, call, canonical, covered, differences, guarded,
                                              same_object, seed_everything, short, show_path, violation)
 
@@ -40,8 +46,13 @@ MOST_AGENTS = 16
 COMPARED_TURNS = 8
 STATE_TURNS = (0, 3, 6)  # the real game states the helpers are judged on
 SEQUENCE_SEED = 20_240_601
+GAME_SEED = 0  # an unset seed of the game, its constructor's or its reset's
 CONFIG_NAMES = ("config", "cfg", "conf", "args", "settings")
 INDEX_NAMES = ("seed", "index", "rank", "episode", "agent_id", "num")
+RESET_WORDS = ("reset", "restart", "seed", "new_episode", "new_game", "init", "clear", "close", "reload", "load",
+               "restore", "set_state")
+STEP_WORDS = ("step", "advance", "tick", "turn", "play", "resolve", "update", "next")
+STEP_TRIES = 6  # actions of agent 0 a stepper candidate is tried with
 
 
 def import_apart(path: str, name: str) -> types.ModuleType:
@@ -59,42 +70,48 @@ def game_classes(module: types.ModuleType) -> list[type]:
     return sorted(classes, key=lambda c: -sum(1 for n in vars(c) if not n.startswith("_") and callable(getattr(c, n))))
 
 
+def seeded(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The same arguments with every unset seed-like one set to GAME_SEED: the same game in every run."""
+    return {k: GAME_SEED if "seed" in k.lower() and v is None else v for k, v in kwargs.items()}
+
+
 def seeded_kwargs(cls: type) -> list[dict[str, int]]:
-    """Constructor arguments to try: every seed-like parameter at 0 (a deterministic game), then none."""
+    """Constructor arguments to try: every seed-like parameter at GAME_SEED (a deterministic game), then none."""
     try:
         params = inspect.signature(cls).parameters
     except (TypeError, ValueError):
         return [{}]
-    seeds = {name: 0 for name in params if "seed" in name.lower()}
+    seeds = {name: GAME_SEED for name in params if "seed" in name.lower()}
     return [seeds, {}] if seeds else [{}]
 
 
 def game_instance(module: types.ModuleType) -> Any:
     """The first class of `module` that constructs from its defaults (seeded where it takes a seed)."""
+    recipe = default_recipe(module)
+    return None if recipe is None else call(recipe.build)[0]
+
+
+def default_recipe(module: types.ModuleType) -> Recipe | None:
+    """The first class of `module` that constructs from its defaults, as a recipe."""
     for cls in game_classes(module):
         for kwargs in seeded_kwargs(cls):
-            try:
-                return cls(**kwargs)
-            except Exception:  # not the game, or not constructible this way: try the next
-                continue
+            if call(lambda: cls(**kwargs))[1] is None:
+                return Recipe(cls, kwargs)
     return None
 
 
-def state(game: Any) -> dict:
-    """The game's data, comparable across two copies of env_move (functions stored on it aside)."""
-    return {k: canonical(v) for k, v in (attributes(game) or {}).items() if not is_function(v)}
+def start_recipe(cls: type, init_args: dict[str, Any] | None, calls: tuple[Call, ...] = ()) -> Recipe | None:
+    """The game to play the fixed sequence from, the same in every run where possible: built with the
+    training's arguments and calls (unset seeds set), else from the class's seeded defaults; the first
+    reproducible one, else the first that builds."""
+    tries = [] if init_args is None else [Recipe(cls, init_args, calls), Recipe(cls, seeded(init_args), seeded_calls(calls))]
+    tries += [Recipe(cls, kwargs) for kwargs in seeded_kwargs(cls)]
+    built = [r for r in tries if call(r.build)[1] is None]
+    return next((r for r in built if reproducible(r)), built[0] if built else None)
 
 
-def is_function(value: Any) -> bool:
-    return callable(value) and not isinstance(value, type)
-
-
-def transplant(game: Any, cls: type) -> Any:
-    """A new `cls` object holding a deep copy of `game`'s data (not its functions)."""
-    twin = cls.__new__(cls)
-    for name, value in copy.deepcopy({k: v for k, v in (attributes(game) or {}).items() if not is_function(v)}).items():
-        object.__setattr__(twin, name, value)
-    return twin
+def seeded_calls(calls: tuple[Call, ...]) -> tuple[Call, ...]:
+    return tuple(Call(c.method, c.args, seeded(c.kwargs)) for c in calls)
 
 
 def public_methods(cls: type) -> dict[str, tuple[Callable, int]]:
@@ -112,6 +129,10 @@ def public_methods(cls: type) -> dict[str, tuple[Callable, int]]:
         if not any(p.kind in (p.KEYWORD_ONLY,) and p.default is p.empty for p in params):
             found[name] = (raw, len(required))
     return found
+
+
+def is_reset_like(name: str) -> bool:
+    return any(word in name.lower() for word in RESET_WORDS)
 
 
 def action_words(module: types.ModuleType) -> list[Any]:
@@ -136,7 +157,9 @@ class Play:
     actions: list[Any]
     agents: list[int]
     stepper: str | None
-    init_args: dict[str, Any] | None = None  # how the training builds it, when seen
+    start: Recipe | None = None  # where the fixed sequence starts
+    setup: tuple[Call, ...] = ()  # calls the probe added to make the training's game playable (a seeded reset)
+    copier: Copier | None = None  # the way of copying verified on this game
     notes: list[str] = field(default_factory=list)
 
     def set(self, game: Any, agent: int, action: Any) -> BaseException | None:
@@ -150,40 +173,60 @@ class Play:
         rng = random.Random(SEQUENCE_SEED)
         return [[rng.choice(self.actions) for _ in self.agents] for _ in range(turns)]
 
-    def fresh(self) -> Any:
-        """A clean game built as the training builds it (or from the class's seeded defaults)."""
-        for kwargs in ([self.init_args] if self.init_args is not None else []) + seeded_kwargs(self.cls):
-            game, error = call(lambda: self.cls(**copy.deepcopy(kwargs)))
-            if error is None:
-                return game
-        return None
+    def turn_calls(self, actions: list[Any]) -> tuple[Call, ...]:
+        return tuple(Call(self.setter, (agent, action)) for agent, action in zip(self.agents, actions)) + \
+            ((Call(self.stepper),) if self.stepper else ())
+
+    def play_turn(self, game: Any, turn: int) -> tuple[Any, BaseException | None]:
+        """Turn `turn` of the fixed sequence on `game`: every agent's action, then the step."""
+        actions = self.sequence(turn + 1)[turn]
+        for agent, action in zip(self.agents, actions):
+            error = self.set(game, agent, action)
+            if error is not None:
+                return None, error
+        return self.step(game) if self.stepper else (None, None)
 
 
-def clean_start(cls: type, init_args: dict[str, Any] | None) -> Any:
-    """A clean game to play the fixed sequence from, the same in every run: built with the training's
-    arguments when that is deterministic (an unset seed set to 0), else from the class's seeded defaults."""
-    tries = [] if init_args is None else [init_args, {k: 0 if "seed" in k.lower() and v is None else v
-                                                         for k, v in init_args.items()}]
-    for kwargs in tries + seeded_kwargs(cls):
-        first, error = call(lambda: cls(**copy.deepcopy(kwargs)))
-        second, again = call(lambda: cls(**copy.deepcopy(kwargs)))
-        if error is None and again is None and state(first) == state(second):
-            return first
+def learn_play(ref_cls: type, start: Recipe) -> Play | None:
+    """The setter, its actions and agents, and the stepper of `ref_cls`, by trying them on fresh builds of
+    `start`; a game that plays only after a reset gets a seeded one. None when nothing sets an action."""
+    play = _learn_play(ref_cls, start)
+    reset = reset_call(ref_cls)
+    if (play is None or play.stepper is None) and reset is not None and all(c.method != reset.method
+                                                                            for c in start.calls):
+        with_reset = _learn_play(ref_cls, start.then(reset))
+        if with_reset is not None and (play is None or with_reset.stepper is not None):
+            with_reset.setup = (reset,)
+            return with_reset
+    return play
+
+
+def reset_call(cls: type) -> Call | None:
+    """A seeded call of the game's reset-like method (`reset(seed=0)`), or a plain one where it takes no seed."""
+    for name, (raw, required) in public_methods(cls).items():
+        if required or not is_reset_like(name) or not any(w in name.lower() for w in ("reset", "restart", "new_")):
+            continue
+        params = list(inspect.signature(raw).parameters)[1:]
+        seed = next((p for p in params if "seed" in p.lower()), None)
+        return Call(name, (), {seed: GAME_SEED} if seed else {})
     return None
 
 
-def learn_play(ref_cls: type, start: Any) -> Play | None:
-    """The setter, its actions and agents, and the stepper of `ref_cls`, by trying them on copies of `start`."""
+def _learn_play(ref_cls: type, start: Recipe) -> Play | None:
+    fresh = start.build
     candidates = action_words(sys.modules[ref_cls.__module__])
     methods = public_methods(ref_cls)
-    before = state(start)
+    try:
+        before = state(fresh())
+    except Exception:  # the start does not build: nothing to learn from
+        return None
     setters = []
     for name, (_, required) in methods.items():
-        if required != 2:
+        if required != 2 or is_reset_like(name):
             continue
         accepted, changed = [], set()
         for value in candidates[:40]:
-            game = copy.deepcopy(start)
+            game = fresh()
             _, error = call(getattr(game, name), 0, value, seconds=1.0)
             if error is None and state(game) != before:
                 accepted.append(value)
@@ -193,50 +236,121 @@ def learn_play(ref_cls: type, start: Any) -> Play | None:
     if not setters:
         return None
     _, _, setter, actions = min(setters, key=lambda s: s[:3])
-    play = Play(ref_cls, setter, actions, [], None)
+    play = Play(ref_cls, setter, actions, [], None, start=start)
     for agent in range(MOST_AGENTS):
-        if play.set(copy.deepcopy(start), agent, actions[0]) is not None:
+        if play.set(fresh(), agent, actions[0]) is not None:
             break
         play.agents.append(agent)
-    for name, (_, required) in methods.items():
-        if required == 0 and name != setter and depends_on_actions(play, start, name):
-            play.stepper = name
-            break
+    play.stepper, considered = learn_stepper(play, fresh, methods)
+    if play.stepper is None or any(not c.endswith("(a reset, not a step)") for c in considered[1:]):
+        play.notes.append(f"{ref_cls.__name__}'s step method: {'; '.join(considered) or 'no candidate'}")
     return play
 
 
-def depends_on_actions(play: Play, start: Any, name: str) -> bool:
-    """Whether `name` changes the game, differently after two different actions of agent 0 (a step), not
-    in the same way whatever was chosen (a reset) nor not at all (a copy, a render)."""
+def learn_stepper(play: Play, fresh: Callable[[], Any], methods: dict[str, tuple[Callable, int]]
+                  ) -> tuple[str | None, list[str]]:
+    """The method that steps the game, and what was found of each candidate (for the note)."""
+    found, considered = [], []
+    for name, (_, required) in methods.items():
+        if required or name == play.setter:
+            continue
+        if is_reset_like(name):
+            considered.append(f"{name}() not taken (a reset, not a step)")
+            continue
+        verdict = step_verdict(play, fresh, name)
+        if verdict == "steps":
+            found.append(name)
+        elif verdict:
+            considered.append(f"{name}() {verdict}")
+    found.sort(key=lambda n: (not any(w in n.lower() for w in STEP_WORDS), n))
+    if found:
+        considered.insert(0, f"took {found[0]}()" + (f" (also stepping: {', '.join(found[1:])})" if found[1:] else ""))
+    return (found[0] if found else None), considered
+
+
+def step_verdict(play: Play, fresh: Callable[[], Any], name: str) -> str:
+    """'steps' when `name` changes the game, the same way when the same action is replayed on the same state
+    and differently after two different actions of agent 0; else why not ('' for a method that changes
+    nothing: a copy, a render, a query)."""
     outcomes = []
-    for action in play.actions[:6]:
-        game = copy.deepcopy(start)
-        play.set(game, play.agents[0], action)
-        chosen = state(game)
-        if call(getattr(game, name), seconds=2.0)[1] is not None or state(game) == chosen:
-            return False
-        outcomes.append(state(game))
+    for action in play.actions[:STEP_TRIES]:
+        replays = []
+        for _ in range(2):
+            game = fresh()
+            play.set(game, play.agents[0], action)
+            chosen = state(game)
+            result, error = call(getattr(game, name), seconds=2.0)
+            if error is not None:
+                return f"raised {type(error).__name__}"
+            if state(game) == chosen:
+                return ""
+            replays.append((state(game), canonical(result)))
+        if replays[0] != replays[1]:
+            return "not taken: the same action on the same state gave two outcomes (it draws randomness it " \
+                   "was not given)"
+        outcomes.append(replays[0])
         if len(outcomes) > 1 and outcomes[-1] != outcomes[0]:
-            return True
-    return False
+            return "steps"
+    return "not taken: its outcome does not depend on the actions set"
+
+
+def choose(play: Play) -> list[str]:
+    """Verify a way of copying the game (play.copier); what was refused on the way, for the note."""
+    if play.start is None:
+        return []
+    copier, refused = choose_copier(play.start, play.play_turn, reproducible(play.start))
+    play.copier = copier
+    if copier is None:
+        return [f"no way of copying {play.cls.__name__} reproduces it ({'; '.join(refused)}): the rules that "
+                f"judge helpers, the dispatch and the game turn by turn on copies are skipped"]
+    if refused:
+        return [f"{play.cls.__name__} copied by {copier.name} ({'; '.join(refused)})"]
+    return []
 
 
 # ---------------------------------------------------------------- the training's game factory
 
-class InitRecorder:
-    """Sees the first constructor call of a game class: its arguments, as the training passed them."""
+class GameRecorder:
+    """Sees what the training's factory does to the game it builds: the first constructor call of a game class,
+    with its arguments, then each call of the game's public methods made from outside env_move (a reset with
+    a seed), in order."""
 
     def __init__(self, classes: list[type]) -> None:
-        self.codes = {}
+        self.inits, self.methods, self.files = {}, {}, set()
         for cls in classes:
-            init = vars(cls).get("__init__")
-            if isinstance(init, types.FunctionType):
-                self.codes[init.__code__] = cls
-        self.found: tuple[type, dict[str, Any]] | None = None
+            for name, raw in vars(cls).items():
+                if isinstance(raw, types.FunctionType):
+                    self.files.add(raw.__code__.co_filename)
+                    if name == "__init__":
+                        self.inits[raw.__code__] = cls
+                    elif not name.startswith("_"):
+                        self.methods[raw.__code__] = name
+        self.cls: type | None = None
+        self.kwargs: dict[str, Any] | None = None
+        self.game_id: int | None = None
+        self.calls: list[Call] = []
+        self.copyable = True
 
     def __call__(self, frame, event, arg):
-        if event != "call" or self.found is not None or frame.f_code not in self.codes:
+        if event != "call":
             return
+        code = frame.f_code
+        if self.cls is None:
+            if code in self.inits:
+                self.cls = self.inits[code]
+                self.game_id = id(frame.f_locals.get(code.co_varnames[0]))
+                self.kwargs = self._arguments(frame)
+            return
+        name = self.methods.get(code)
+        caller = frame.f_back
+        if name is None or caller is None or caller.f_code.co_filename in self.files \
+                or id(frame.f_locals.get(code.co_varnames[0])) != self.game_id:
+            return
+        kwargs = self._arguments(frame)
+        if kwargs is not None:
+            self.calls.append(Call(name, (), kwargs))
+
+    def _arguments(self, frame) -> dict[str, Any] | None:
         code = frame.f_code
         names = code.co_varnames[1:code.co_argcount + code.co_kwonlyargcount]
         args = {n: frame.f_locals[n] for n in names if n in frame.f_locals}
@@ -244,9 +358,15 @@ class InitRecorder:
             args.update(frame.f_locals.get(code.co_varnames[code.co_argcount + code.co_kwonlyargcount
                                                              + bool(code.co_flags & inspect.CO_VARARGS)], {}))
         try:
-            self.found = (self.codes[code], copy.deepcopy(args))
-        except Exception:  # arguments that cannot be copied: build from the factory's game instead
-            self.found = (self.codes[code], None)
+            return copy.deepcopy(args)
+        except Exception:  # arguments that cannot be copied: the game cannot be built again this way
+            self.copyable = False
+            return None
+
+    def recipe(self) -> Recipe | None:
+        if self.cls is None or self.kwargs is None or not self.copyable:
+            return None
+        return Recipe(self.cls, self.kwargs, tuple(self.calls))
 
 
 def fill_arguments(function: Callable, config: Any, config_name: str) -> list[Any] | None:
@@ -274,7 +394,8 @@ def fill_arguments(function: Callable, config: Any, config_name: str) -> list[An
 class Factory:
     name: str  # e.g. make_env
     game: Any
-    init: tuple[type, dict[str, Any] | None] | None  # the env_move class and arguments it was built with
+    built_with: type | None  # the env_move class whose constructor ran
+    recipe: Recipe | None  # how it was built (class, arguments, calls), when its arguments could be copied
 
 
 def find_factory(train: types.ModuleType, names: list[str], config: Any, config_name: str,
@@ -290,7 +411,7 @@ def find_factory(train: types.ModuleType, names: list[str], config: Any, config_
         args = fill_arguments(function, config, config_name)
         if args is None:
             continue
-        recorder = InitRecorder(env_classes)
+        recorder = GameRecorder(env_classes)
         seed_everything()
         sys.setprofile(recorder)
         try:
@@ -300,8 +421,8 @@ def find_factory(train: types.ModuleType, names: list[str], config: Any, config_
             continue
         finally:
             sys.setprofile(None)
-        if any(c in env_classes for c in type(game).__mro__) or recorder.found is not None:
-            return Factory(name, game, recorder.found)  # a game, or a wrapper around the game it built
+        if any(c in env_classes for c in type(game).__mro__) or recorder.cls is not None:
+            return Factory(name, game, recorder.cls, recorder.recipe())  # a game, or a wrapper around one
     return None
 
 
@@ -316,7 +437,7 @@ def check_game(factory: Factory, play: Play, env_module: types.ModuleType) -> li
     game, who = factory.game, f"{factory.name}()"
     base = env_base(game, env_module)
     if type(game) is not base:
-        built = base or (factory.init[0] if factory.init else None)
+        built = base or factory.built_with
         problems.append(violation("game-class-changed", "train.py",
                                   f"{who} returns a {type(game).__qualname__} (defined in {type(game).__module__}), "
                                   f"not env_move's own {built.__name__ if built else 'game class'}: return the game "
@@ -328,18 +449,55 @@ def check_game(factory: Factory, play: Play, env_module: types.ModuleType) -> li
         problems.append(violation("game-behaviour-changed", "train.py",
                                   f"the game {who} returns carries its own {', '.join(own)} (set on the object), "
                                   f"which replaces env_move's: leave the game's methods as env_move defines them"))
-    clean = play.fresh() if play.init_args is not None else None
-    if clean is not None and state(clean) == state(play.fresh()):  # deterministic: comparable
-        movable = mutable_paths(play, clean)
-        changed = [p for p in differences(state(clean), state(game)) if not covered(p, movable)]
-        if changed:
-            problems.append(violation("game-behaviour-changed", "train.py",
-                                      f"the game {who} returns is not env_move's game built with the same arguments: "
-                                      f"{describe(changed, state(game), state(clean))}, which no method of the game "
-                                      f"changes; build it with env_move's class and change nothing of it after"))
-    if play.stepper is None:
+    recipe = factory.recipe
+    if recipe is not None and recipe.cls is base:
+        clean_recipe = Recipe(play.cls, recipe.kwargs, recipe.calls)
+        if reproducible(clean_recipe):
+            clean = clean_recipe.build()
+            movable = mutable_paths(play, clean_recipe)
+            changed = [p for p in differences(state(clean), state(game)) if not covered(p, movable)]
+            if changed:
+                problems.append(violation("game-behaviour-changed", "train.py",
+                                          f"the game {who} returns is not env_move's game built with the same "
+                                          f"arguments: {describe(changed, state(game), state(clean))}, which no "
+                                          f"method of the game changes; build it with env_move's class and change "
+                                          f"nothing of it after"))
+    if play.stepper is None or play.copier is None:
         return problems
-    twin = transplant(game, play.cls)
+    twin = twin_of(game, play, recipe)
+    if twin is None:
+        play.notes.append(f"the game {who} returns could not be copied faithfully: not compared turn by turn")
+        return problems
+    for g in (game, twin):
+        for setup in play.setup:
+            setup.apply(g)
+    return problems + compare_turns(game, twin, play, who)
+
+
+def twin_of(game: Any, play: Play, recipe: Recipe | None) -> Any:
+    """A clean env_move game (the reference class) holding the same state as the training's `game`: its data
+    copied the verified way, or built again from the same recipe; None when neither reproduces it."""
+    copier = play.copier
+    if copier.name == "copy.deepcopy" or copier.name.startswith("a copy of its data"):
+        copy_value = copy.deepcopy if copier.name == "copy.deepcopy" else copy_data
+        twin, error = call(lambda: transplant(game, play.cls, copy_value))
+    elif recipe is not None and reproducible(Recipe(play.cls, recipe.kwargs, recipe.calls)):
+        twin, error = call(lambda: Recipe(play.cls, recipe.kwargs, recipe.calls).build())
+    else:
+        return None
+    return twin if error is None and state(twin) == state(game) else None
+
+
+def transplant(game: Any, cls: type, copy_value: Callable[[Any], Any]) -> Any:
+    """A new `cls` object holding a copy of `game`'s data (not its functions)."""
+    twin = cls.__new__(cls)
+    data = {k: v for k, v in (attributes(game) or {}).items() if not is_function(v)}
+    for name, value in copy_value(data).items():
+        object.__setattr__(twin, name, value)
+    return twin
+
+
+def compare_turns(game: Any, twin: Any, play: Play, who: str) -> list[dict]:
     for turn, actions in enumerate(play.sequence(COMPARED_TURNS)):
         outcomes = []
         for g in (game, twin):
@@ -349,39 +507,42 @@ def check_game(factory: Factory, play: Play, env_module: types.ModuleType) -> li
         (here, result_here, errors_here), (there, result_there, errors_there) = outcomes
         if errors_here or errors_there:
             if errors_here != errors_there:
-                problems.append(behaviour_changed(who, turn, actions, play, f"it raised {errors_here or 'nothing'} "
-                                                  f"where env_move's raised {errors_there or 'nothing'}"))
-            break
+                return [behaviour_changed(who, turn, actions, play, f"it raised {errors_here or 'nothing'} where "
+                                                                    f"env_move's raised {errors_there or 'nothing'}")]
+            return []
         changed = differences(there, here) or ([("(what the step returned)",)] if result_here != result_there else [])
         if changed:
             detail = describe(changed, here, there) if differences(there, here) else \
                 f"{play.stepper}() returned {short(result_here)} where env_move's returned {short(result_there)}"
-            problems.append(behaviour_changed(who, turn, actions, play, detail))
-            break
-    return problems
+            return [behaviour_changed(who, turn, actions, play, detail)]
+    return []
 
 
-def mutable_paths(play: Play, start: Any) -> list[tuple]:
+def mutable_paths(play: Play, start: Recipe) -> list[tuple]:
     """What the game's own methods change (a reset, a step, the actions): a factory may have called them."""
-    before, paths = state(start), []
+    before, paths = state(start.build()), []
     for name, (_, required) in public_methods(play.cls).items():
         if required == 0:
-            game = copy.deepcopy(start)
+            game = start.build()
             if call(getattr(game, name), seconds=2.0)[1] is None:
                 paths += differences(before, state(game))
     if play.stepper is not None:
-        game = copy.deepcopy(start)
-        for actions in play.sequence(3):
-            for agent, action in zip(play.agents, actions):
-                play.set(game, agent, action)
-            play.step(game)
+        game = start.build()
+        for setup in play.setup:
+            setup.apply(game)
+        for turn in range(3):
+            play.play_turn(game, turn)
             paths += differences(before, state(game))
     return paths
 
 
-def dependencies(module: types.ModuleType) -> dict[str, Any]:
+# ---------------------------------------------------------------- what env_move relies on
+
+def dependencies(module: types.ModuleType, game: Any = None) -> dict[str, Any]:
     """What env_move relies on from other modules, by dotted name: the attributes of the modules it imports,
-    the members of their classes and of the classes it imports by name (random.Random.random, ...)."""
+    the members of their classes and of the classes it imports by name (random.Random.random, ...), and the
+    functions and classes of every library module whose classes a clean `game` reaches (its attributes' types
+    and their bases: a PettingZoo environment's scenario, world, wrappers, ...) with their methods."""
     found: dict[str, Any] = {}
     classes = []
     for name, value in vars(module).items():
@@ -397,11 +558,54 @@ def dependencies(module: types.ModuleType) -> dict[str, Any]:
         found.update({f"{dotted}.{member}": inner for member, inner in vars(cls).items() if not member.startswith("__")
                       or member in ("__init__", "__new__", "__call__")})
         found[f"{dotted}.<members>"] = frozenset(vars(cls))
+    if game is not None:
+        for library in reached_modules(game, {module.__name__}):
+            found.update(code_of(library))
     return found
 
 
-def dependency_changes(module: types.ModuleType, before: dict[str, Any]) -> list[str]:
-    after = dependencies(module)
+SKIPPED_MODULES = ("builtins", "__main__", "sys", "orchestrator")
+MOST_OBJECTS = 5000
+
+
+def reached_modules(game: Any, own: set[str]) -> list[types.ModuleType]:
+    """The modules that define the classes a game's objects are instances of, and their bases'."""
+    seen, queue, classes = set(), [game], set()
+    while queue and len(seen) < MOST_OBJECTS:
+        value = queue.pop()
+        if id(value) in seen or isinstance(value, (type, types.ModuleType, types.FunctionType)) or \
+                value is None or isinstance(value, (bool, int, float, str, bytes)):
+            continue
+        seen.add(id(value))
+        classes.update(type(value).__mro__)
+        if isinstance(value, dict):
+            queue += list(value.keys()) + list(value.values())
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            queue += list(value)
+        else:
+            queue += list((attributes(value) or {}).values())
+    names = {c.__module__ for c in classes} - own
+    return [sys.modules[n] for n in sorted(names) if n in sys.modules
+            and n.split(".")[0] not in SKIPPED_MODULES and not n.startswith("_")]
+
+
+def code_of(module: types.ModuleType) -> dict[str, Any]:
+    """A library module's functions and classes, and the methods of the classes it defines (its data aside:
+    a library's caches and counters change as it runs)."""
+    found = {}
+    for attr, inner in list(vars(module).items()):
+        if attr.startswith("__") or not (callable(inner) or isinstance(inner, type)):
+            continue
+        found[f"{module.__name__}.{attr}"] = inner
+        if isinstance(inner, type) and inner.__module__ == module.__name__:
+            for member, value in vars(inner).items():
+                if isinstance(value, (types.FunctionType, staticmethod, classmethod, property)):
+                    found[f"{module.__name__}.{attr}.{member}"] = value
+    return found
+
+
+def dependency_changes(module: types.ModuleType, before: dict[str, Any], game: Any = None) -> list[str]:
+    after = dependencies(module, game)
     return sorted(k for k in before if not same_object(before[k], after.get(k, MISSING_VALUE)))
 
 
@@ -423,17 +627,26 @@ def describe(changed: list[tuple], here: Any, there: Any) -> str:
     return shown + (f" (and {len(changed) - 1} more difference(s))" if len(changed) > 1 else "")
 
 
-def reference_states(play: Play, start: Any) -> list[tuple[int, Any]]:
-    """(turn, game) pairs of a clean game played with the fixed sequence: the real states helpers meet."""
-    game = copy.deepcopy(start)
-    found = [(0, copy.deepcopy(game))] if 0 in STATE_TURNS else []
+@dataclass(frozen=True)
+class Position:
+    """A real game state the helpers meet: the turn, how to build it again, and the game itself."""
+    turn: int
+    recipe: Recipe
+    game: Any
+
+
+def reference_positions(play: Play) -> list[Position]:
+    """The clean game played with the fixed sequence, kept at STATE_TURNS (copied the verified way)."""
+    recipe = play.start
+    game = recipe.build()
+    found = [Position(0, recipe, play.copier.copy(game, recipe))] if 0 in STATE_TURNS else []
     if play.stepper is None:
         return found
     for turn, actions in enumerate(play.sequence(max(STATE_TURNS)), start=1):
-        for agent, action in zip(play.agents, actions):
-            play.set(game, agent, action)
-        if play.step(game)[1] is not None:
+        result, error = play.play_turn(game, turn - 1)
+        if error is not None:
             break
+        recipe = recipe.then(*play.turn_calls(actions))
         if turn in STATE_TURNS:
-            found.append((turn, copy.deepcopy(game)))
+            found.append(Position(turn, recipe, play.copier.copy(game, recipe)))
     return found

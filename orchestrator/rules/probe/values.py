@@ -28,6 +28,22 @@ Where = tuple  # a path into a canonical form: attribute names, keys and indices
 
 
 ADDRESS = re.compile(r" (at|of) 0x[0-9a-fA-F]+")  # a repr's memory address: different in every run
+NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+# a coordinate pair in any numeric form "natural language with coordinates" admits: (2,3), [2, 3], (+0.21, -0.60),
+# (1.5 2.0), x=0.21, y=-0.6, x: 3 y: 4, (row 2, col 3)
+COORDINATE_PAIRS = (re.compile(rf"[(\[]\s*({NUMBER})\s*[,;]?\s+({NUMBER})\s*[)\]]|[(\[]\s*({NUMBER})\s*[,;]\s*({NUMBER})\s*[)\]]"),
+                    re.compile(rf"\b(?:x|row|r)\s*[=:]?\s*({NUMBER})\s*[,;]?\s*(?:and\s+)?(?:y|col|column|c)\s*[=:]?\s*"
+                               rf"({NUMBER})", re.I))
+
+
+def coordinate_pairs(text: str) -> list[tuple[float, float]]:
+    """Every coordinate pair in `text`, as floats, in order of appearance."""
+    found = []
+    for pattern in COORDINATE_PAIRS:
+        for match in pattern.finditer(text):
+            x, y = [g for g in match.groups() if g is not None]
+            found.append((match.start(), float(x), float(y)))
+    return [(x, y) for _, x, y in sorted(found)]
 
 
 def violation(rule: str, file: str, message: str) -> dict[str, str]:
@@ -62,6 +78,9 @@ def canonical(value: Any, depth: int = 0) -> Any:
         return ("<set>",) + tuple(sorted((canonical(v, depth + 1) for v in value), key=repr))
     if isinstance(value, random.Random):
         return f"<rng {hashlib.sha1(repr(value.getstate()).encode()).hexdigest()}>"
+    generator = rng_state(value)
+    if generator is not None:
+        return f"<rng {hashlib.sha1(repr(canonical(generator, depth + 1)).encode()).hexdigest()}>"
     if is_array(value):
         try:
             values = value.detach().cpu().tolist() if hasattr(value, "detach") else value.tolist()
@@ -75,6 +94,22 @@ def canonical(value: Any, depth: int = 0) -> Any:
     if fields is not None:
         return {"<class>": type(value).__name__, **{k: canonical(v, depth + 1) for k, v in fields.items()}}
     return f"<{type(value).__name__}>"  # no readable state: its type only (a repr could hold an address)
+
+
+def rng_state(value: Any) -> Any:
+    """The state of a random generator that keeps it out of reach of `attributes` (numpy's Generator,
+    BitGenerator and RandomState, torch's Generator), so that two generators in different states differ."""
+    module = type(value).__module__ or ""
+    if not module.startswith(("numpy", "torch")):
+        return None
+    for read in (lambda: value.bit_generator.state, lambda: value.get_state(), lambda: value.state):
+        try:
+            found = read()
+        except Exception:  # not this kind of generator
+            continue
+        if isinstance(found, (dict, tuple)) or is_array(found):
+            return found
+    return None
 
 
 def attributes(value: Any) -> dict[str, Any] | None:
