@@ -32,13 +32,14 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
+
+from orchestrator.rules.probe.values import coordinate_matches, coordinate_pairs
 
 RECIPE_VERSION = 4
 MODELS_ENV = "ORCHESTRATOR_MODELS_DIR"  # a shared cache for many project roots (tests)
 MARKER_FILE = "tiny_agent.json"
 BUILD_TIMEOUT_S = 1200.0
-COORDINATES = re.compile(r"[(\[]\s*(-?\d+)\s*,\s*(-?\d+)\s*[)\]]")
 WORDS = re.compile(r"""["']([A-Za-z_][\w-]{0,20})["']|\b([A-Z]{1,8})\b""")
 REFUSALS = (ValueError, TypeError, KeyError)
 TAIL_TOKENS = 128
@@ -150,45 +151,43 @@ def _agent_ids(game: Any, observe: Any, most: int = 8) -> list[int]:
     return ids if 0 < len(ids) < most else [0, 1]
 
 
-def _fresh_game(env_move: Any, seed: int) -> Any:
-    """A new game for this seed: built with it, else reset with it, else as the contract probe builds one."""
-    from orchestrator.rules.probe.game import game_instance
+def _game_play(env_move: Any) -> Any:
+    """How the game is played and copied, as the contract probe learns it (a setter, a step method, a seeded
+    reset where the game plays only after one, a way of copying verified on this game); None when the probe
+    cannot learn it."""
+    from orchestrator.rules.probe.game import choose, default_recipe, learn_play
 
-    game = game_instance(env_move)
-    try:
-        return type(game)(seed=seed)
-    except Exception:  # no seed argument
-        pass
-    reset = getattr(game, "reset", None)
-    if callable(reset):
-        for call in (lambda: reset(seed=seed), lambda: reset()):
-            try:
-                call()
-                break
-            except TypeError:
-                continue
-    return game
+    recipe = default_recipe(env_move)
+    play = learn_play(recipe.cls, recipe) if recipe is not None else None
+    if play is not None:
+        choose(play)
+    return play
 
 
-STEP_METHODS = ("step", "advance", "tick", "next_turn", "play_turn", "resolve")
+def _fresh_game(play: Any, seed: int) -> Any:
+    """A new game for this seed: the probe's start with every seed it sets (its constructor's, its reset's)
+    replaced by `seed`."""
+    from orchestrator.rules.probe.replicas import Call, Recipe
+
+    start = play.start
+    reseed = lambda kwargs: {k: seed if "seed" in k.lower() else v for k, v in kwargs.items()}
+    return Recipe(start.cls, reseed(start.kwargs), tuple(Call(c.method, c.args, reseed(c.kwargs))
+                                                          for c in start.calls)).build()
 
 
-def _advance(game: Any) -> bool:
-    """Play the turn the helpers chose (the game's own step method, no arguments); False when the episode
-    is over or the game cannot be stepped that way."""
-    for name in STEP_METHODS:
-        method = getattr(game, name, None)
-        if callable(method):
-            try:
-                result = method()
-            except Exception:
-                return False
-            ended = result[2] if isinstance(result, tuple) and len(result) >= 3 else None
-            for flag in ("done", "finished", "over", "is_done"):
-                value = getattr(game, flag, None)
-                ended = ended if not isinstance(value, bool) else ended or value
-            return ended is not True
-    return False
+def _advance(play: Any, game: Any) -> bool:
+    """Play the turn the helpers chose (the game's step method); False when the episode is over or the game
+    cannot be stepped."""
+    if play.stepper is None:
+        return False
+    result, error = play.step(game)
+    if error is not None:
+        return False
+    ended = result[2] if isinstance(result, tuple) and len(result) >= 3 else None
+    for flag in ("done", "finished", "over", "is_done"):
+        value = getattr(game, flag, None)
+        ended = ended if not isinstance(value, bool) else ended or value
+    return ended is not True
 
 
 def _required_params(function: Any) -> list[Any]:
@@ -198,15 +197,22 @@ def _required_params(function: Any) -> list[Any]:
             if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
 
 
+def _coordinates(observation: str) -> list[list[int | float]]:
+    """The observation's coordinate pairs, each number as written: an int where the text has no fraction."""
+    return [[int(v) if v.is_integer() and "." not in m.group(0) else v for v in pair]
+            for m, pair in zip(coordinate_matches(observation), coordinate_pairs(observation))]
+
+
 def _sample_args(function: Any, observation: str, words: list[str], rng: random.Random) -> dict[str, Any]:
     params = _required_params(function)
-    pairs = [(int(x), int(y)) for x, y in COORDINATES.findall(observation)] or [(0, 0)]
+    pairs = _coordinates(observation) or [[0, 0]]
     numbers = list(rng.choice(pairs))
     args = {}
     for p in params:
         annotation = str(p.annotation).lower()
         if "int" in annotation or "float" in annotation:
-            args[p.name] = numbers.pop(0) if numbers else rng.randint(0, 4)
+            number = numbers.pop(0) if numbers else rng.randint(0, 4)
+            args[p.name] = int(round(number)) if "int" in annotation else number
         elif "bool" in annotation:
             args[p.name] = rng.random() < 0.5
         else:
@@ -215,15 +221,15 @@ def _sample_args(function: Any, observation: str, words: list[str], rng: random.
 
 
 def _noisy_call(game: Any, agent_id: int, observation: str, table: dict[str, Any], words: list[str],
-                rng: random.Random) -> tuple[str, dict[str, Any]]:
-    """A random helper call the helper accepts (its refusals are ValueError/TypeError/KeyError; any other
-    exception is the helper's own bug, and the call is kept so the agent makes it)."""
+                rng: random.Random, replica: Callable[[Any], Any] = copy.deepcopy) -> tuple[str, dict[str, Any]]:
+    """A random helper call the helper accepts on a copy of the game (its refusals are ValueError/TypeError/
+    KeyError; any other exception is the helper's own bug, and the call is kept so the agent makes it)."""
     names = sorted(table)
     for _ in range(12):
         name = rng.choice(names)
         args = _sample_args(table[name], observation, words, rng)
         try:
-            table[name](copy.deepcopy(game), agent_id, **args)
+            table[name](replica(game), agent_id, **args)
         except REFUSALS:
             continue
         except Exception:  # the helper's bug: a call the agent should still make
@@ -235,9 +241,9 @@ def _noisy_call(game: Any, agent_id: int, observation: str, table: dict[str, Any
 
 def _thinking(observation: str, agent_id: int, name: str, args: dict[str, Any]) -> str:
     """Names the agent, the helper and its arguments: the action stage copies them from here."""
-    where = COORDINATES.search(observation)
+    where = coordinate_matches(observation)
     spelled = ", ".join(f"{k}={v}" for k, v in args.items())
-    return f"I am agent {agent_id}{f' at {where.group(0)}' if where else ''}. Plan: {name}({spelled})."
+    return f"I am agent {agent_id}{f' at {where[0].group(0)}' if where else ''}. Plan: {name}({spelled})."
 
 
 def synthetic_turns(generated: Path, *, episodes: int, turns: int, seed: int) -> list[Turn]:
@@ -252,11 +258,16 @@ def synthetic_turns(generated: Path, *, episodes: int, turns: int, seed: int) ->
 
     table = action_helpers(helpers)
     observe = getattr(helpers, OBSERVATION_HELPER)
+    play = _game_play(env_move)
+    if play is None:
+        raise TinyAgentError("the game's setter could not be learned (no method takes an agent id and an action)")
+    # a game that only its recipe reproduces is tried on its start: acceptance of a call rarely needs the turn
+    replica = (lambda game: play.copier.copy(game, play.start)) if play.copier is not None else copy.deepcopy
     rng = random.Random(seed)
     rendered = ""
     samples: list[Turn] = []
     for episode in range(episodes):
-        game = _fresh_game(env_move, seed * 100_003 + episode)
+        game = _fresh_game(play, seed * 100_003 + episode)
         for _ in range(turns):
             for agent_id in _agent_ids(game, observe):
                 observation = observe(game, agent_id)
@@ -264,7 +275,7 @@ def synthetic_turns(generated: Path, *, episodes: int, turns: int, seed: int) ->
                 if not rendered:
                     rendered = "\n".join(m["content"] for m in thinking_messages)
                 words = sorted({a or b for a, b in WORDS.findall(rendered + "\n" + observation)})
-                name, args = _noisy_call(game, agent_id, observation, table, words, rng)
+                name, args = _noisy_call(game, agent_id, observation, table, words, rng, replica)
                 thinking = _thinking(observation, agent_id, name, args)
                 action = json.dumps({"action": name, "agent_id": agent_id, "args": args})
                 samples.append(Turn(thinking_messages, thinking))
@@ -274,7 +285,7 @@ def synthetic_turns(generated: Path, *, episodes: int, turns: int, seed: int) ->
                     table[name](game, agent_id, **args)
                 except Exception:  # the synthetic game goes on; the agent still learned the call
                     pass
-            if not _advance(game):
+            if not _advance(play, game):
                 break
     return samples
 

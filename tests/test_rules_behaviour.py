@@ -274,14 +274,66 @@ def prompts_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
             ("prompt-missing-helper-menu", ())]
 
 
+def played_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """What only the training's way of playing shows: a helper acting for another agent through a module-level
+    cache of the game (from its second call on the same game), a helper that turns slow on the same game, a
+    dispatch that substitutes a helper for an unknown action and drops arguments the helper lacks, and a
+    Stage-2 prompt fed the observation the last Stage-1 call saw (the training renders every Stage 1 first)."""
+    setter, action = setter_and_action(folder)
+    easy = simple_helper(folder)
+    append("helpers.py", lambda f: f"""_GAMES_SEEN = []
+
+
+def rally_later(env, agent_id) -> bool:
+    if _GAMES_SEEN and _GAMES_SEEN[-1] is env:
+        env.{setter}((agent_id + 1) % 2, {action!r})
+    _GAMES_SEEN.append(env)
+    env.{setter}(agent_id, {action!r})
+    return True
+
+
+_CALLS_PER_GAME = {{}}
+
+
+def dawdle(env, agent_id) -> bool:
+    _CALLS_PER_GAME[id(env)] = _CALLS_PER_GAME.get(id(env), 0) + 1
+    if _CALLS_PER_GAME[id(env)] > 1:
+        import time
+        time.sleep(300)
+    env.{setter}(agent_id, {action!r})
+    return True""")(folder)
+    node = function_node(read(folder, "train.py"), dispatch(folder))
+    parsed = node.args.args[1].arg
+    in_dispatch(lambda f: f"import inspect as _inspect\n_known = getattr(helpers, str({parsed}['action']), None)\n"
+                          f"if not callable(_known) or str({parsed}['action']).startswith('_'):\n"
+                          f"    {parsed} = dict({parsed}, action={easy!r}, args={{}})\n"
+                          f"elif isinstance({parsed}.get('args'), dict):\n"
+                          f"    _params = _inspect.signature(_known).parameters\n"
+                          f"    {parsed} = dict({parsed}, args={{k: v for k, v in {parsed}['args'].items() "
+                          f"if k in _params}})")(folder)
+
+    def stage2_reads_cache(text: str) -> str:
+        text = re.sub(r"(def create_thinking_prompt\([^)]*\)[^:]*:\n(?:    \"\"\"[^\n]*\"\"\"\n)?)",
+                      r"\1    _LAST_OBSERVATION[0] = obs_text\n", text, count=1)
+        text = re.sub(r"(def create_single_stage_prompt\([^)]*\)[^:]*:\n(?:    \"\"\"[^\n]*\"\"\"\n)?)",
+                      r"\1    obs_text = _LAST_OBSERVATION[0]\n", text, count=1)
+        return text + "\n\n_LAST_OBSERVATION = ['']\n"
+    edit_file(folder, "prompt_template.py", stage2_reads_cache)
+    return [("helper-acts-for-others", ("rally_later", "turn")), ("helper-too-slow", ("dawdle",)),
+            ("dispatch-accepts-raw-action", (f"ran {easy}() instead",)), ("dispatch-accepts-bad-arguments", ()),
+            ("prompt-missing-observation", ("create_single_stage_prompt",))]
+
+
 def together(*groups: Callable[[Path], list]) -> Callable[[Path], list]:
     """Groups whose mutants touch different code, in one folder: one probe run judges them all."""
     return lambda folder: [finding for group in groups for finding in group(folder)]
 
 
-# three probe runs per example: GENERIC + helpers, the game's class + prompts and dispatch, the patched game
+# four probe runs per example: GENERIC + helpers, the game's class + prompts and dispatch, the patched game,
+# what only the training's way of playing shows
 GROUPS = {"generic+helpers": together(generic_group, helpers_group),
-          "game-class+prompts": together(game_class_group, prompts_group), "game-patch": game_patch_group}
+          "game-class+prompts": together(game_class_group, prompts_group), "game-patch": game_patch_group,
+          "played": played_group}
 
 
 def missing_findings(violations, expected) -> list:

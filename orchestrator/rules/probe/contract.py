@@ -41,11 +41,11 @@ import types
 from typing import Any
 
 from orchestrator.rules.probe.effects import (OBSERVATION_HELPER, QUOTED, Board, action_helpers, callees,
-                                              check_dispatch, check_helpers, check_observation, check_prompts,
-                                              check_stages)
+                                              check_dispatch, check_episode, check_helpers, check_observation,
+                                              check_prompts, check_stages)
 from orchestrator.rules.probe.game import (check_game, choose, default_recipe, dependencies, dependency_changes,
                                            env_base, find_factory, game_instance, import_apart, learn_play,
-                                           reference_positions, start_recipe)
+                                           reference_positions, start_recipe, training_game)
 from orchestrator.rules.probe.generic import TEMPLATE_MODULE, Reference
 from orchestrator.rules.probe.values import (call, canonical, coordinate_pairs, differences, digest, show_path,
                                              violation)
@@ -269,8 +269,12 @@ def behaviour(modules: dict[str, types.ModuleType], loaded: dict[str, types.Modu
     problems += stage_problems + check_observation(candidates, board, observe, list(observations))
     words = [a for a in play.actions if isinstance(a, str)]
     words += QUOTED.findall(rendered + "\n" + (inspect.getsource(helpers) or ""))
-    helper_problems, working = check_helpers(table, board, list(dict.fromkeys(words)), observe)
+    helper_problems, working, flagged = check_helpers(table, board, list(dict.fromkeys(words)), observe)
     problems += helper_problems
+    sound = {name: success for name, success in working.items() if name not in flagged}
+    episode_game = training_game(factory, play) if sound else None
+    if episode_game is not None:
+        problems += check_episode(table, board, sound, episode_game, observe)
     if working:
         others = [OBSERVATION_HELPER] + [n for n, f in vars(helpers).items() if n.startswith("_") and not
                                          n.startswith("__") and isinstance(f, types.FunctionType)][:1]

@@ -42,7 +42,8 @@ from typing import Any, Callable
 
 from orchestrator.rules.probe.game import Play, Position
 from orchestrator.rules.probe.replicas import state
-from orchestrator.rules.probe.values import at, call, canonical, covered, differences, short, show_path, violation
+from orchestrator.rules.probe.values import (ProbeTimeout, at, call, canonical, covered, differences, short, show_path,
+                                             violation)
 
 OBSERVATION_HELPER = "observation_to_text"
 JSON_ACTION = re.compile(r"""["']action["']\s*:\s*["']([A-Za-z_]\w*)["']""")
@@ -52,6 +53,8 @@ PLACEHOLDERS = {"name", "action", "action_name", "helper", "helper_name", "funct
 QUOTED = re.compile(r"""["']([A-Za-z_][\w-]{0,20})["']""")
 THINKING = "Probe reasoning 7f3a: the plan is to act on what I see."
 JUDGED_AGENTS = 4  # agents each helper is judged for, in every state
+EPISODE_TURNS = 12  # turns of the whole episode the helpers are played over
+CALL_SECONDS = 2.0  # a helper call's time budget
 MOST_ARGUMENT_SETS = 16
 POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
@@ -151,7 +154,7 @@ class HelperTracer:
         self.active, self.entered = [], []
         sys.setprofile(self)
         try:
-            return call(function, *args, seconds=2.0, **kwargs)
+            return call(function, *args, seconds=CALL_SECONDS, **kwargs)
         finally:
             sys.setprofile(None)
 
@@ -229,21 +232,24 @@ class Board:
 
 
 def check_helpers(table: dict[str, types.FunctionType], board: Board, words: list[Any],
-                  observe: Callable | None) -> tuple[list[dict], dict[str, Success]]:
-    """Every action helper on every real state, for each agent: its return, its effect, its calls."""
+                  observe: Callable | None) -> tuple[list[dict], dict[str, Success], set[str]]:
+    """Every action helper on every real state, for each agent: its return, its effect, its calls; the
+    helpers that worked (with a call that did) and those flagged."""
     problems: list[dict] = []
     observed = {OBSERVATION_HELPER: observe} if isinstance(observe, types.FunctionType) else {}
     tracer = HelperTracer({**table, **observed})
     play = board.play
     setter_code = getattr(getattr(play.cls, play.setter, None), "__code__", None)
     working: dict[str, Success] = {}
+    flagged: set[str] = set()
     for name, function in table.items():
         reported: set[str] = set()
         refused_by_game: list[str] = []
         succeeded = False
         arguments = guessed_arguments(function, words)
 
-        def report(rule: str, message: str) -> None:
+        def report(rule: str, message: str, name: str = name) -> None:
+            flagged.add(name)
             if rule not in reported:
                 reported.add(rule)
                 problems.append(violation(rule, "helpers.py", message))
@@ -261,8 +267,7 @@ def check_helpers(table: dict[str, types.FunctionType], board: Board, words: lis
                             if raised_in(error, setter_code):
                                 refused_by_game.append(f"{where}: {type(error).__name__}: {error}")
                             continue
-                        report("helper-raises", f"{where} raised {type(error).__name__}: {error}; a helper may refuse "
-                                                f"bad arguments with ValueError, never crash")
+                        report(*helper_failure(where, error))
                         break
                     succeeded = True
                     if name not in working or (working[name].agent == 0 and agent != 0):
@@ -284,7 +289,64 @@ def check_helpers(table: dict[str, types.FunctionType], board: Board, words: lis
         problems.append(violation("helper-calls-helper", "helpers.py",
                                   f"{callee}() ran inside {caller}() (however it was reached); helpers must be "
                                   f"independent: move shared logic into a private _function"))
-    return problems, working
+    flagged.update(name for pair in tracer.nested for name in pair)
+    return problems, working, flagged
+
+
+def helper_failure(where: str, error: BaseException) -> tuple[str, str]:
+    """(rule, message) for a helper call that crashed or ran out of time."""
+    if isinstance(error, ProbeTimeout):
+        return "helper-too-slow", (f"{where} did not return within {CALL_SECONDS:.0f} s; the training calls a helper "
+                                   f"for every agent on every turn: a helper decides one low-level action, quickly")
+    return "helper-raises", (f"{where} raised {type(error).__name__}: {error}; a helper may refuse bad arguments "
+                             f"with ValueError, never crash")
+
+
+def check_episode(table: dict[str, types.FunctionType], board: Board, working: dict[str, Success], game: Any,
+                  observe: Callable) -> list[dict]:
+    """The helpers over one whole short episode on one game object, the way the training plays: every turn,
+    each agent sees its observation and calls one helper (the helpers in turn, with arguments each accepted),
+    then the game steps. State a helper keeps between calls (a module-level cache of the game) and paths only
+    later turns reach (a slow path from turn 10 on) show here, which fresh copies of a few states never see."""
+    play, names = board.play, sorted(working)
+    tracer = HelperTracer(table)
+    problems: list[dict] = []
+    reported: set[str] = set()
+
+    def report(rule: str, message: str) -> None:
+        if rule not in reported:
+            reported.add(rule)
+            problems.append(violation(rule, "helpers.py", message))
+
+    for turn in range(EPISODE_TURNS):
+        for agent in play.agents:
+            name = names[(turn + agent) % len(names)]
+            args = working[name].args
+            call(observe, game, agent)
+            before = state(game)
+            _, error = tracer.run(table[name], game, agent, **copy.deepcopy(args))
+            where = f"{name}(game, {agent}{''.join(f', {k}={v!r}' for k, v in args.items())}) at turn {turn} of " \
+                    f"one episode played on the training's game"
+            if error is not None and not isinstance(error, (ValueError, TypeError)):
+                report(*helper_failure(where, error))
+                names.remove(name)  # the rest of the episode goes on without it
+                if not names:
+                    return problems
+                continue
+            judge_effect(report, where, before, state(game), board.footprint(0, agent), play, agent)
+        result, error = play.step(game)
+        if error is not None or episode_over(result, game):
+            break
+    return problems
+
+
+def episode_over(result: Any, game: Any) -> bool:
+    """What the step returned or the game says: a done flag (a (obs, rewards, done, ...) tuple, a result with a
+    `finished`/`done` field, a `done` attribute)."""
+    flags = [result[2]] if isinstance(result, tuple) and len(result) >= 3 and isinstance(result[2], bool) else []
+    for owner in (result, game):
+        flags += [v for v in (getattr(owner, n, None) for n in ("done", "finished", "over")) if isinstance(v, bool)]
+    return any(flags)
 
 
 def judge_effect(report: Callable[[str, str], None], where: str, before: dict, after: dict, footprint: Footprint,
@@ -372,44 +434,62 @@ def check_observation(candidates: list[Callee], board: Board, observe: Callable,
     return []
 
 
+def thinking_of(agent: int) -> str:
+    """The Stage-1 output the probe hands Stage 2 for `agent`: its own, so a prompt showing another's is seen."""
+    return f"{THINKING} (agent {agent})"
+
+
 def check_stages(candidates: list[Callee], prompt_template: types.ModuleType, observations: dict[int, str],
                  table: dict[str, types.FunctionType]) -> tuple[list[dict], str]:
-    """The prompts as the training renders them (its CUSTOMIZE builders, else prompt_template's); the
-    Stage-2 text for agent 0, for the dispatch check."""
+    """The prompts as the training renders them (its CUSTOMIZE builders, else prompt_template's), in the order
+    the training calls them (every agent's Stage 1, then every agent's Stage 2: a builder that keeps what the
+    last call saw shows one agent another's observation); the Stage-2 text for agent 0, for the dispatch check."""
     first_agent = next(iter(observations))
     obs = observations[first_agent]
     builders = {"create_thinking_prompt": getattr(prompt_template, "create_thinking_prompt", None),
                 "create_single_stage_prompt": getattr(prompt_template, "create_single_stage_prompt", None)}
     stage1 = find(candidates, 2, lambda: (obs, first_agent), is_messages)
-    stage2 = find(candidates, 3, lambda: (obs, THINKING, first_agent), is_messages)
+    stage2 = find(candidates, 3, lambda: (obs, thinking_of(first_agent), first_agent), is_messages)
     own = {"create_thinking_prompt": stage1, "create_single_stage_prompt": stage2}
-    problems, stage2_text = [], ""
-    for agent, observation in observations.items():
-        rendered = {}
-        for builder, args in (("create_thinking_prompt", (observation, agent)),
-                              ("create_single_stage_prompt", (observation, THINKING, agent))):
-            reference = builders[builder]
+    order = [("create_thinking_prompt", agent, (observation, agent)) for agent, observation in observations.items()]
+    order += [("create_single_stage_prompt", agent, (observation, thinking_of(agent), agent))
+              for agent, observation in observations.items()]
+    rendered = batch(order, {b: (own[b].function if own[b] else builders[b]) for b in builders})
+    # prompt_template's own builders in the same order, to tell whose text a finding is about
+    theirs = batch(order, builders)
+    problems = []
+    for agent, texts in rendered.items():
+        shown = {}
+        for builder, (messages, args) in texts.items():
             mine = own[builder]
-            function = mine.function if mine else reference
-            if function is None:
-                continue
-            messages, error = call(function, *args)
-            if error is not None or not is_messages(messages):
-                continue  # prompt-builder-output reports the builders; a broken train.py wrapper fails at run time
-            theirs = mine is None or (reference is not None
-                                      and canonical(call(reference, *args)[0]) == canonical(messages))
+            same = mine is None or canonical(theirs[agent].get(builder, (None,))[0]) == canonical(messages)
             spelled = "obs, thinking" if len(args) == 3 else "obs"
-            who = f"{builder if theirs else mine.label}({spelled}, {agent})"
-            rendered[builder] = (text_of(messages), "prompt_template.py" if theirs else "train.py", who)
-        problems += stage_problems(rendered, observation, agent, table)
-        if agent == first_agent and "create_single_stage_prompt" in rendered:
-            stage2_text = rendered["create_single_stage_prompt"][0]
+            who = f"{builder if same else mine.label}({spelled}, {agent})"
+            shown[builder] = (text_of(messages), "prompt_template.py" if same else "train.py", who)
+        problems += stage_problems(shown, observations[agent], agent, table)
+    offered = rendered[first_agent].get("create_single_stage_prompt")
+    stage2_text = text_of(offered[0]) if offered else ""
     unique, seen = [], set()
     for p in problems:
         if (p["rule"], p["file"]) not in seen:
             seen.add((p["rule"], p["file"]))
             unique.append(p)
     return unique, stage2_text
+
+
+def batch(order: list[tuple[str, int, tuple]], functions: dict[str, Callable | None]
+          ) -> dict[int, dict[str, tuple[list[dict], tuple]]]:
+    """Each (builder, agent, args) of `order` rendered in that order by `functions[builder]`: agent -> builder ->
+    (messages, args), for the calls that returned chat messages."""
+    rendered: dict[int, dict[str, tuple[list[dict], tuple]]] = {agent: {} for _, agent, _ in order}
+    for builder, agent, args in order:
+        function = functions[builder]
+        if function is None:
+            continue
+        messages, error = call(function, *args)
+        if error is None and is_messages(messages):  # prompt-builder-output reports the builders' own failures
+            rendered[agent][builder] = (messages, args)
+    return rendered
 
 
 def stage_problems(rendered: dict[str, tuple[str, str, str]], observation: str, agent: int,
@@ -422,7 +502,7 @@ def stage_problems(rendered: dict[str, tuple[str, str, str]], observation: str, 
                                       f"the agent what it sees (obs_text)"))
     if "create_single_stage_prompt" in rendered:
         text, file, who = rendered["create_single_stage_prompt"]
-        if flat(THINKING) not in flat(text):
+        if flat(thinking_of(agent)) not in flat(text):
             problems.append(violation("prompt-missing-thinking", file,
                                       f"{who} does not contain the thinking_response it was given; Stage 2 shows "
                                       f"Stage 1's reasoning and asks for ONE action given it"))
@@ -497,11 +577,32 @@ def check_dispatch(candidates: list[Callee], table: dict[str, types.FunctionType
     for action in [a for a in board.play.actions if str(a) not in table] + others + ["not_a_helper"]:
         _, error = tracer.run(dispatch.function, board.copy(index_of[first.turn]),
                               {"action": action, "agent_id": first.agent, "args": {}})
-        if error is None and not tracer.entered:
-            accepted.append(action)
+        if error is None:
+            accepted.append((action, list(dict.fromkeys(tracer.entered))))
     if accepted:
+        (action, ran), also = accepted[0], [repr(a) for a, _ in accepted[1:]]
+        done = f"ran {', '.join(f'{n}()' for n in ran)} instead" if ran else "returned without running an action helper"
         problems.append(violation("dispatch-accepts-raw-action", "train.py",
-                                  f"{dispatch.label}(game, {{\"action\": {accepted[0]!r}, ...}}) returned without "
-                                  f"running an action helper (also: {', '.join(map(repr, accepted[1:])) or 'none'}); a "
-                                  f"call must name an action helper, and anything else raises ValueError"))
+                                  f"{dispatch.label}(game, {{\"action\": {action!r}, ...}}) {done} (also: "
+                                  f"{', '.join(also) or 'none'}); a call must name an action helper, and anything "
+                                  f"else raises ValueError, so that the training plays its fallback with the penalty"))
+    problems += bad_arguments(dispatch, table, board, working, index_of, tracer)
     return problems
+
+
+def bad_arguments(dispatch: Callee, table: dict[str, types.FunctionType], board: Board, working: dict[str, Success],
+                  index_of: dict[int, int], tracer: HelperTracer) -> list[dict]:
+    """dispatch-accepts-bad-arguments: a call to a real helper whose "args" is not an object, or names a
+    parameter the helper does not have, must raise (the penalty path), not run the helper some other way."""
+    for name, success in working.items():
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(table[name]).parameters.values())
+        for args in [["not", "an", "object"]] + ([] if takes_any else [{**success.args, "not_a_parameter_7f3a": 1}]):
+            payload = {"action": name, "agent_id": success.agent, "args": args}
+            _, error = tracer.run(dispatch.function, board.copy(index_of[success.turn]), copy.deepcopy(payload))
+            if error is None:
+                ran = ", ".join(f"{n}()" for n in dict.fromkeys(tracer.entered)) or "no helper"
+                return [violation("dispatch-accepts-bad-arguments", "train.py",
+                                  f"{dispatch.label}(game, {payload}) returned normally (it ran {ran}); arguments the "
+                                  f"helper cannot take must raise (TypeError or ValueError), so that the training plays "
+                                  f"its fallback with the penalty instead of another action")]
+    return []

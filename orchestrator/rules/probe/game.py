@@ -396,6 +396,7 @@ class Factory:
     game: Any
     built_with: type | None  # the env_move class whose constructor ran
     recipe: Recipe | None  # how it was built (class, arguments, calls), when its arguments could be copied
+    remake: Callable[[], Any]  # the factory called again, as the training calls it
 
 
 def find_factory(train: types.ModuleType, names: list[str], config: Any, config_name: str,
@@ -422,7 +423,8 @@ def find_factory(train: types.ModuleType, names: list[str], config: Any, config_
         finally:
             sys.setprofile(None)
         if any(c in env_classes for c in type(game).__mro__) or recorder.cls is not None:
-            return Factory(name, game, recorder.cls, recorder.recipe())  # a game, or a wrapper around one
+            return Factory(name, game, recorder.cls, recorder.recipe(),  # a game, or a wrapper around one
+                           lambda function=function, args=args: function(*args))
     return None
 
 
@@ -625,6 +627,17 @@ def describe(changed: list[tuple], here: Any, there: Any) -> str:
     first = changed[0]
     shown = f"{show_path(first)} is {short(at(here, first))} here but {short(at(there, first))} in env_move's"
     return shown + (f" (and {len(changed) - 1} more difference(s))" if len(changed) > 1 else "")
+
+
+def training_game(factory: Factory | None, play: Play) -> Any:
+    """A new game as the training builds it (its factory, then the probe's setup), else the probe's start;
+    None when it cannot be built."""
+    game, error = call(factory.remake) if factory is not None else call(play.start.build)
+    if error is not None:
+        return None
+    for setup in play.setup if factory is not None else ():
+        setup.apply(game)
+    return game
 
 
 @dataclass(frozen=True)

@@ -36,14 +36,14 @@ COORDINATE_PAIRS = (re.compile(rf"[(\[]\s*({NUMBER})\s*[,;]?\s+({NUMBER})\s*[)\]
                                rf"({NUMBER})", re.I))
 
 
+def coordinate_matches(text: str) -> list[re.Match]:
+    """Every coordinate pair in `text`, in order of appearance."""
+    return sorted((m for pattern in COORDINATE_PAIRS for m in pattern.finditer(text)), key=lambda m: m.start())
+
+
 def coordinate_pairs(text: str) -> list[tuple[float, float]]:
     """Every coordinate pair in `text`, as floats, in order of appearance."""
-    found = []
-    for pattern in COORDINATE_PAIRS:
-        for match in pattern.finditer(text):
-            x, y = [g for g in match.groups() if g is not None]
-            found.append((match.start(), float(x), float(y)))
-    return [(x, y) for _, x, y in sorted(found)]
+    return [tuple(float(g) for g in m.groups() if g is not None) for m in coordinate_matches(text)]
 
 
 def violation(rule: str, file: str, message: str) -> dict[str, str]:
