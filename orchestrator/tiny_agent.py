@@ -139,8 +139,11 @@ class Turn:
     completion: str
 
 
-def _agent_ids(game: Any, observe: Any, most: int = 8) -> list[int]:
-    """0, 1, ... for as long as observation_to_text accepts the id (a game refuses an unknown agent)."""
+def _agent_ids(game: Any, observe: Any, play: Any = None, most: int = 8) -> list[int]:
+    """The agents: those the game's setter accepts (the probe's learned play), else 0, 1, ... for as long as
+    observation_to_text accepts the id (a game refuses an unknown agent)."""
+    if play is not None and 0 < len(play.agents) < most:
+        return list(play.agents)
     ids = []
     for agent_id in range(most):
         try:
@@ -269,7 +272,7 @@ def synthetic_turns(generated: Path, *, episodes: int, turns: int, seed: int) ->
     for episode in range(episodes):
         game = _fresh_game(play, seed * 100_003 + episode)
         for _ in range(turns):
-            for agent_id in _agent_ids(game, observe):
+            for agent_id in _agent_ids(game, observe, play):
                 observation = observe(game, agent_id)
                 thinking_messages = prompt_template.create_thinking_prompt(observation, agent_id)
                 if not rendered:

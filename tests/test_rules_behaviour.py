@@ -9,9 +9,11 @@ do (each names its own object, and the test asserts each finding): one probe run
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import edit_file, example_generated, into_first_hole
@@ -19,6 +21,7 @@ from conftest import edit_file, example_generated, into_first_hole
 from orchestrator.checks import run_guards, run_import_check
 from orchestrator.demo import example, recorded_roles
 from orchestrator.rules.dynamic import customize_callables, probe_folder
+from orchestrator.rules.probe.game import choose, default_recipe, import_apart, learn_play, reached_modules
 from orchestrator.rules.recorded_launch import check_recorded_launch, probe_args
 from orchestrator.template import read_sections
 
@@ -31,27 +34,38 @@ def read(folder: Path, name: str) -> str:
     return (folder / name).read_text()
 
 
-def setter_and_action(folder: Path) -> tuple[str, str]:
-    """How the reference helpers set an action: `env.NAME(agent_id, "ACTION")`."""
-    return re.search(r"env\.(\w+)\(agent_id, \"(\w+)\"\)", read(folder, "helpers.py")).groups()
+@functools.cache
+def learned(folder: Path):
+    """How the folder's game is played, learned as the probe learns it (setter, actions, step method)."""
+    module = import_apart(str(folder / "env_move.py"), f"_env_move_under_test_{abs(hash(str(folder)))}")
+    recipe = default_recipe(module)
+    play = learn_play(recipe.cls, recipe)
+    choose(play)
+    return play
+
+
+def setter_and_action(folder: Path) -> tuple[str, Any]:
+    """How the game records an action, and one action it accepts: `env.NAME(agent_id, ACTION)`."""
+    play = learned(folder)
+    return play.setter, play.actions[0]
 
 
 def stepper(folder: Path) -> str:
-    """The game's step method, as the template's GENERIC loop calls it: `games[e].NAME()`."""
-    methods = {n.name for n in ast.walk(ast.parse(read(folder, "env_move.py"))) if isinstance(n, ast.FunctionDef)}
-    return next(m for m in re.findall(r"\w+\[\w+\]\.(\w+)\(\)", read(folder, "grpo_template.py"))
-                if m in methods and m != "render")
+    """The game's step method."""
+    return learned(folder).stepper
 
 
 def simple_helper(folder: Path) -> str:
-    """The reference helper whose body only sets an action and returns True (stay, wait)."""
+    """The reference helper with the shortest body that ends `return True` (stay, wait, push)."""
+    found = []
     for node in ast.parse(read(folder, "helpers.py")).body:
         body = [s for s in getattr(node, "body", [])
                 if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-        if isinstance(node, ast.FunctionDef) and len(body) == 2 and isinstance(body[0], ast.Expr) \
-                and isinstance(body[1], ast.Return) and ast.unparse(body[1]) == "return True":
-            return node.name
-    raise AssertionError("no helper only sets an action")
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_") and body \
+                and ast.unparse(body[-1]) == "return True":
+            found.append((len(body), node.name))
+    assert found, "no helper ends with return True"
+    return min(found, key=lambda f: f[0])[1]
 
 
 def function_node(text: str, name: str) -> ast.FunctionDef:
@@ -63,7 +77,11 @@ def factory(folder: Path) -> str:
 
 
 def dispatch(folder: Path) -> str:
-    return next(n for n in customize_callables(read(folder, "train.py")) if "dispatch" in n)
+    """The CUSTOMIZE function of (game, call) that runs the named helper with `**` arguments."""
+    text = read(folder, "train.py")
+    return next(n for n in customize_callables(text) if len(function_node(text, n.rpartition(".")[2]).args.args) == 2
+                and any(isinstance(k, ast.keyword) and k.arg is None
+                        for k in ast.walk(function_node(text, n.rpartition(".")[2]))))
 
 
 def at_top_of(name: str, code: Callable[[Path], str]) -> Callable[[Path], None]:
@@ -100,12 +118,36 @@ def first_env_function(folder: Path) -> str:
     return next(n.name for n in ast.parse(read(folder, "env_move.py")).body if isinstance(n, ast.FunctionDef))
 
 
-def first_env_table(folder: Path) -> str:
-    """The first module-level dict of env_move whose values are tuples (the moves table)."""
-    return next(n.targets[0].id if isinstance(n, ast.Assign) else n.target.id
-                for n in ast.parse(read(folder, "env_move.py")).body
-                if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Dict)
-                and n.value.values and all(isinstance(v, ast.Tuple) for v in n.value.values))
+def first_env_table(folder: Path) -> str | None:
+    """The first module-level dict of env_move whose values are tuples (a moves table), if any."""
+    return next((n.targets[0].id if isinstance(n, ast.Assign) else n.target.id
+                 for n in ast.parse(read(folder, "env_move.py")).body
+                 if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Dict)
+                 and n.value.values and all(isinstance(v, ast.Tuple) for v in n.value.values)), None)
+
+
+def library_method(folder: Path) -> str:
+    """`module.Class.method`: a public method of a class of a library the game reaches (a PettingZoo scenario,
+    the random generator a pure-Python game holds), defined in that library."""
+    play = learned(folder)
+    for module in reached_modules(play.start.build(), {play.cls.__module__}):
+        for name, cls in sorted(vars(module).items()):
+            if isinstance(cls, type) and cls.__module__ == module.__name__ and not name.startswith("_"):
+                method = next((m for m, v in sorted(vars(cls).items()) if not m.startswith("_") and callable(v)), None)
+                if method:
+                    return f"{module.__name__}.{name}.{method}"
+    raise AssertionError("the game reaches no library class")
+
+
+def fixed_attribute(folder: Path) -> str:
+    """A public int attribute of the game that playing never changes (a size, a horizon)."""
+    play = learned(folder)
+    game = play.start.build()
+    before = dict(vars(game))
+    for turn in range(3):
+        play.play_turn(game, turn)
+    return next(k for k, v in before.items() if not k.startswith("_") and type(v) is int and vars(game)[k] == v
+                and "agent" not in k)
 
 
 def cap_field(folder: Path) -> str:
@@ -170,7 +212,8 @@ def game_class_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
     """make_env returns a subclass; a CUSTOMIZE write to a config value; a value the config refuses."""
     cls = env_class(folder)
     edit_file(folder, "train.py", lambda t: t.replace(f"env_move.{cls}(", f"type('Game', (env_move.{cls},), {{}})(", 1))
-    in_factory(lambda f: f"config.{cap_field(f)} = 8")(folder)
+    config = function_node(read(folder, "train.py"), factory(folder)).args.args[0].arg
+    in_factory(lambda f: f"object.__setattr__({config}, {cap_field(f)!r}, 8)")(folder)
     group = recorded_roles(example(folder.name))["roles"]["group_generations"]
     edit_file(folder, "grpo_config.py", lambda t: re.sub(
         rf"(\b{group}\s*:\s*int\s*=\s*(?:field\(default=)?)\d+", r"\g<1>1", t, count=1))
@@ -180,25 +223,30 @@ def game_class_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
 
 def game_patch_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
     """The protected game changed without touching env_move.py: a method patched through type(env), a
-    function's __globals__, a module-level table updated at call time (moves of 2 cells), and a module
-    attribute patched at import."""
+    function's __globals__, a module-level table updated at call time (moves of 2 cells; a game without one
+    gets an attribute changed after it is built), a method of a library class the game reaches replaced, and
+    a module attribute patched at import."""
     cls, function, table = env_class(folder), first_env_function(folder), first_env_table(folder)
     setter, _ = setter_and_action(folder)
+    library = library_method(folder)
+    module, owner, method = library.rsplit(".", 2)
+    changed = (f"env_move.{table}.update({{k: (2 * a, 2 * b) for k, (a, b) in env_move.{table}.items()}})" if table
+               else f"game.{fixed_attribute(folder)} += 1")
 
     def change(text: str) -> str:
         node = next(n for n in ast.walk(function_node(text, factory(folder))) if isinstance(n, ast.Return))
         call = ast.get_source_segment(text, node.value)
         lines = ["game = " + call, "type(game).render = lambda self: 'patched'",
-                 f"type(game).{setter}.__globals__[{function!r}] = lambda *args, **kwargs: 0",
-                 f"env_move.{table}.update({{k: (2 * a, 2 * b) for k, (a, b) in env_move.{table}.items()}})",
+                 f"type(game).{setter}.__globals__[{function!r}] = lambda *args, **kwargs: 0", changed,
+                 f"import {module} as _library", f"_library.{owner}.{method} = lambda self, *args, **kwargs: None",
                  "return game"]
         indent = "\n" + " " * node.col_offset
         return text.replace(call and f"return {call}", indent.join(lines).lstrip("\n"), 1)
     edit_file(folder, "train.py", change)
     into_first_hole("import env_move as _game\n_game.render_patched = None")(folder)
     return [("protected-module-patched", (f"{cls}.render",)), ("protected-module-patched", (function,)),
-            ("protected-module-patched", (table,)), ("game-behaviour-changed", ()),
-            ("protected-module-patched", ("render_patched",))]
+            *([("protected-module-patched", (table,))] if table else []), ("game-behaviour-changed", ()),
+            ("protected-module-patched", (library,)), ("protected-module-patched", ("render_patched",))]
 
 
 def helpers_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
