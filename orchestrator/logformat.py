@@ -131,6 +131,8 @@ _RANK = re.compile(r"^\[(?:rank|default)\d+\]:\s?")  # torchrun's per-rank prefi
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 _PREFIXES = (
     re.compile(rf"^{_LEVEL}:[\w.\-]*:"),  # logging.basicConfig's default: INFO:grpo:
+    # transformers' explicit format: [INFO|trainer.py:2345] 2026-11-25 10:00:00,123 >>
+    re.compile(rf"^\[{_LEVEL}\|[\w.\-]+:\d+\]\s*(?:\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)?\s*>>\s*"),
     re.compile(rf"^{_LEVEL}\s+-\s+[\w.<>\-]+\s+-\s+"),  # Accelerate's INFO - __main__ -
     re.compile(rf"^(?:[\w.\-]+\s+-\s+)?{_LEVEL}\s+-\s+"),  # grpo - INFO -
     re.compile(rf"^\|?\s*{_LEVEL}\s*\|\s*(?:[\w.\-]+:[\w.<>\-]+:\d+\s+-\s+)?"),  # loguru: | INFO | mod:fn:12 -
@@ -145,6 +147,8 @@ _TOKEN = re.compile(r"[+-]?(?:nan|inf)(?!\w)|[A-Za-z_][\w/.\-]*|[+-]?(?:\d+\.?\d
                     re.IGNORECASE)
 _TENSOR = re.compile(r"^tensor\(\[?([^,)\]]+)")
 _FRACTION = re.compile(r"(?<![\w./])(\d+)/(\d+)(?![\w./])")  # tqdm's `3/10`: update 3 of 10
+# a position that says it is the update's, where a line holds others too (`Update 3/10 | Episodes: 8/8`)
+_UPDATE_FRACTION = re.compile(r"\b(?:update|step|iteration|iter)s?\s*[:#]?\s*(\d+)\s*/\s*(\d+)(?![\w./])", re.I)
 _BAR = re.compile(r"\d+%\|[^|]*\|")  # tqdm's `30%|███       |`
 _EPOCH = re.compile(r"\bepoch\s+(\d+)(?:\s*/\s*(\d+))?", re.I)  # Lightning's `Epoch 0:`, Keras' `Epoch 1/3`
 _SOURCE = re.compile(r"\s{2,}[\w.\-]+\.py:\d+\s*$")  # rich's logging handler ends a line with `train.py:42`
@@ -153,8 +157,10 @@ _ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|
 
 
 def canonical_metric(key: str) -> str:
-    """The vocabulary's name for a logged key; `train/grad_norm` style prefixes are tried without the prefix."""
-    for candidate in (key, key.rsplit("/", 1)[-1]):
+    """The vocabulary's name for a logged key; `train/grad_norm` style prefixes are tried without the prefix,
+    and Lightning's per-step `train_loss_step` without its suffix."""
+    last = key.rsplit("/", 1)[-1]
+    for candidate in (key, last, key.removesuffix("_step"), last.removesuffix("_step")):
         name = _ALIAS.get(re.sub(r"[^a-z0-9]", "", candidate.lower()))
         if name is not None:
             return name
@@ -493,7 +499,7 @@ class LineReader:
         every epoch (`Epoch E: ... k/N`, or `k/N` lines below an `Epoch E/M` line) counts on from the epochs
         before it; an evaluation's position there is its own, not an update's."""
         epoch = _EPOCH.search(body)
-        fractions = _FRACTION.findall(_EPOCH.sub(" ", body) if epoch else body)
+        fractions = _UPDATE_FRACTION.findall(body) or _FRACTION.findall(_EPOCH.sub(" ", body) if epoch else body)
         if len(fractions) != 1:
             return None
         done, total = (float(n) for n in fractions[0])

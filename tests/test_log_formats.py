@@ -71,6 +71,8 @@ def test_hf_style_printed_dicts_keep_their_keys_and_non_finite_values():
     "[11/25/26 10:00:00] INFO     step: 3 loss: 0.5 grad_norm: 1.5                        train.py:42",
     "\x1b[32mINFO\x1b[0m:grpo:\x1b[1mstep\x1b[0m=3 loss=\x1b[36m0.5\x1b[0m grad_norm=1.5",
     "Training:  30%|███       | 3/10 [00:03<00:07,  1.00it/s, {'loss': 0.5, 'grad_norm': 1.5}]",
+    "Update 3/10 | Episodes: 100%|##########| 8/8 [00:05<00:00,  1.60it/s, loss=0.5, grad_norm=1.5]",
+    "[INFO|trainer.py:2345] 2026-11-25 10:00:00,123 >> step=3 loss=0.5 grad_norm=1.5",
 ])
 def test_logging_prefixes_and_progress_bars_leave_every_key(line: str):
     record = parse_log(line + "\n")[-1]
@@ -98,8 +100,8 @@ def test_a_line_redrawn_with_carriage_returns_is_its_last_redraw_without_escape_
 
 HF_TRAINER = ("{'loss': 0.6931, 'grad_norm': 1.25, 'learning_rate': 5e-05, 'epoch': 0.25}\n"
               "{'loss': '0.6012', 'grad_norm': '1.1', 'learning_rate': '4e-05', 'epoch': '0.5'}\n"
-              "{'eval_loss': 0.55, 'eval_runtime': 0.31, 'eval_samples_per_second': 12.9, 'eval_steps_per_second': 3.2, "
-              "'epoch': 0.5}\n"
+              "{'eval_loss': 0.55, 'eval_runtime': 0.31, 'eval_samples_per_second': 12.9, "
+              "'eval_steps_per_second': 3.2, 'epoch': 0.5}\n"
               "{'train_runtime': 4.1, 'train_samples_per_second': 3.9, 'train_steps_per_second': 0.98, "
               "'train_loss': 0.64, 'epoch': 0.5}\n")
 
@@ -126,7 +128,10 @@ def test_what_a_line_says_it_is_wins_over_the_update_it_looks_like(line: str, ki
 
 
 def test_a_line_that_measured_nothing_is_no_update():
-    assert parse_log("***** Running training *****, updates = 3\nTraining: num_updates = 3\n") == []
+    text = ("***** Running training *****, updates = 3\nTraining: num_updates = 3\n"
+            "***** train metrics *****\n  epoch                    =        1.0\n"  # HF's trainer.log_metrics
+            "  train_loss               =     0.4567\n  train_runtime            = 0:00:12.34\n")
+    assert parse_log(text) == []
 
 
 @pytest.mark.parametrize(("second", "read_as"), [
@@ -144,12 +149,15 @@ def test_a_redraw_of_the_same_update_is_one_update_and_a_real_duplicate_stays_vi
 def test_a_lightning_bar_counts_on_across_epochs_and_reports_each_validation_once():
     bar = "Epoch {}: 100%|##########| 10/10 [00:01<00:00,  9.50it/s, v_num=0, {}]"
     validation = "Validation DataLoader 0: 100%|##########| 5/5 [00:00<00:00, 50.00it/s]\x1b[A"
-    text = "\n".join([bar.format(0, "loss=0.5"), validation, bar.format(0, "loss=0.5, val_loss=0.4"),
-                      bar.format(1, "loss=0.4, val_loss=0.4"), validation, bar.format(1, "loss=0.4, val_loss=0.35"),
+    text = "\n".join([bar.format(0, "train_loss_step=0.5"), validation,
+                      bar.format(0, "train_loss_step=0.5, val_loss=0.4"),
+                      bar.format(1, "train_loss_step=0.4, val_loss=0.4"), validation,
+                      bar.format(1, "train_loss_step=0.4, val_loss=0.35"),
                       "`Trainer.fit` stopped: `max_epochs=2` reached."]) + "\n"
     records = parse_log(text)
     assert [(r.kind, r.values["update"]) for r in records] == [("train", 10), ("eval", 10), ("train", 20),
                                                                 ("eval", 20)]
+    assert [r.values["loss"] for r in records if r.kind == "train"] == [0.5, 0.4]
     assert [r.values["eval_loss"] for r in records if r.kind == "eval"] == [0.4, 0.35]
     assert "val_loss" not in records[2].values and sample_problems(records) == []
 

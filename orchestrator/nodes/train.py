@@ -77,7 +77,7 @@ def describe(progress: Progress, planned_updates: int | None = None) -> str:
     episode = f" episode {progress.episode}" if progress.episode is not None else ""
     values = "".join(f" {name} {value:.4g}" for name, value in (("reward", progress.reward_mean), ("loss", progress.loss))
                      if value is not None)
-    where = f"update {progress.update}{f'/{total}' if total else ''}" if progress.update is not None else "no update yet"
+    where = "no update yet" if progress.update is None else f"update {progress.update}{f'/{total}' if total else ''}"
     return f"formal_train: {where}{episode}{values}{eta}"
 
 
