@@ -31,13 +31,14 @@ line (``train``, ``eval``/``evaluation``/``validation``, ``start``, ``done``, ..
 ``eval_lines`` pattern; a line whose metrics all carry an evaluation prefix (``eval_``, ``eval/``,
 ``val_``, ``test_``) is an evaluation too; where the words say several kinds, the one that is no update
 wins (``Training finished`` is the end). A trainer's closing summary (two or more totals of the whole
-run, like HF Trainer's ``train_runtime`` and ``train_samples_per_second``) is ``done``. Anything else that
-holds metrics is a training update.
+run, like HF Trainer's ``train_runtime`` and ``train_samples_per_second``, or only ``final_``/``best_``
+metrics) is ``done``. Anything else that holds metrics is a training update.
 
 Within a run (from its start line): an update without a number of its own (HF Trainer's printed dicts)
 is the one after the latest, and an evaluation without one is at the latest update; a tqdm position
-``k/N`` is the update number, counted on across epochs where the bar restarts every epoch (Lightning's
-``Epoch 1: ... 10/10``, Keras' ``Epoch 2/3`` over ``10/10`` lines). A line that shows the latest update
+``k/N`` (or a labelled ``step 3/100`` among others) is the update number and the total, counted on
+across epochs where the bar restarts every epoch (Lightning's ``Epoch 1: ... 10/10``, Keras' ``Epoch 2/3``
+over ``10/10`` lines). A line that shows the latest update
 again with the same values under every name both hold (a bar refreshed after validation) is no new
 update; the same number with other values is kept, so that ``sample_problems`` sees it. An evaluation's
 metrics carried on an update's line (``val_loss=`` in a bar's postfix) are an evaluation at that update,
@@ -118,6 +119,7 @@ _EVAL_PREFIX = re.compile(r"^(eval|evaluation|val|valid|validation|test)[_/.\-]"
 # update metrics too (valid_action_rate)
 _CARRIED_EVAL = re.compile(r"^(eval|evaluation|val|validation)[_/.\-]", re.I)
 # a trainer's closing summary: totals of the whole run (HF Trainer's train_runtime, train_samples_per_second, ...)
+_RUN_RESULT = re.compile(r"^(final|best)[_/.\-]", re.I)
 _RUN_TOTAL = re.compile(r"(?:^|[_/])(?:runtime|total_flos|samples_per_second|steps_per_second|tokens_per_second)$",
                         re.I)
 
@@ -348,8 +350,11 @@ def _said(words: Iterable[str]) -> str | None:
 
 
 def _run_summary(keys: Iterable[str]) -> bool:
-    """A trainer's closing summary: two or more totals of the whole run (runtime, throughput)."""
-    return sum(1 for key in keys if _RUN_TOTAL.search(key)) >= 2
+    """A trainer's closing summary: two or more totals of the whole run (runtime, throughput), or metrics
+    that are all the run's final or best ones."""
+    metrics = [key for key in keys if canonical_metric(key) not in _INDEX]
+    return (sum(1 for key in metrics if _RUN_TOTAL.search(key)) >= 2
+            or bool(metrics) and all(_RUN_RESULT.match(key) for key in metrics))
 
 
 def _eval_name(key: str) -> str:
@@ -541,11 +546,12 @@ class LineReader:
             kind = "eval" if _evaluation_by_keys(pairs) else "done" if _run_summary(pairs) else "train"
         if kind == "train" and values.keys() <= _INDEX:  # "Running training, updates = 3" measured nothing
             return None
-        position = self._position(body, kind) if "update" not in values and kind in ("train", "eval") else None
+        position = self._position(body, kind) if kind in ("train", "eval") else None
         if position is not None:
-            values["update"] = position[0]
-            if position[1] is not None:
-                values.setdefault("updates", position[1])
+            update, total = position
+            values.setdefault("update", update)
+            if total and values["update"] == update:  # `step: 3/100` names its total too
+                values.setdefault("updates", total)
         if kind == "start" and "update" in values and "updates" not in values:
             values["updates"] = values.pop("update")
         if kind == "eval":

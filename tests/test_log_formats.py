@@ -122,9 +122,16 @@ def test_hf_trainer_dicts_are_numbered_and_its_closing_summary_is_no_update():
     ("Evaluating:  50%|█████     | 1/2 [00:01<00:01, 1.00it/s, {'reward': 0.9, 'loss': 0.3}]", "eval"),
     ("step=3 loss=0.5 reward=0.1 samples_per_second=10.5", "train"),  # one throughput: an update's, not a summary
     ("{'update': 3, 'loss': 0.5, 'runtime': 12.5}", "train"),
+    ('{"update": 3, "final_loss": 0.3, "best_reward": 0.9}', "done"),
 ])
 def test_what_a_line_says_it_is_wins_over_the_update_it_looks_like(line: str, kind: str):
     assert [r.kind for r in parse_log("update=2 loss=0.5 reward=0.1\n" + line + "\n")] == ["train", kind]
+
+
+@pytest.mark.parametrize("line", ["step 3/100 | loss 0.5 | reward 0.1", "Step: 3/100, loss: 0.5, reward: 0.1",
+                                  "Update 3/100 | Episodes: 100%|##########| 8/8 [00:05<00:00, loss=0.5, reward=0.1]"])
+def test_an_update_s_position_gives_the_total_too(line: str):
+    assert describe(progress(parse_log(line + "\n"))) == "formal_train: update 3/100 reward 0.1 loss 0.5"
 
 
 def test_a_line_that_measured_nothing_is_no_update():
