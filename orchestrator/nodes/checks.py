@@ -112,8 +112,6 @@ FIRST_GUESS_REASON = "train.logs is read by the first guess for free; one LLM an
 def without_format_answer(state: RunState, ctx: RunContext, result: CheckResult, error: LLMError) -> dict:
     """The run stops `failed` when no log-format answer came: its last error is what the first guess found in
     train.logs (the file, its first lines), then the LLM's error."""
-    ctx.log.record(Event(ctx.run_id, "log_format", "llm_log_format", "describe the format the first guess cannot read",
-                         f"no answer: {error}"))
     return {**record_check(state, ctx, result), "status": "failed",
             "exit_reason": f"runtime_check: {result.summary}; no log-format answer: {error}; resume with "
                            f"`python -m orchestrator resume {ctx.run_id} --from runtime_check` once the LLM answers"}

@@ -19,6 +19,7 @@ from orchestrator.actionlog import Event
 from orchestrator.asking import ask
 from orchestrator.json_answer import json_object
 from orchestrator.limits import ensure_budget
+from orchestrator.llm import LLMError
 from orchestrator.logformat import (ANSWER_KEYS, LOG_FORMAT_FILE, LOGGING_CODE_CHARS, SYNTAXES, LogFormat,
                                     event_files, format_from_answer, log_text, logging_code, logging_code_hash,
                                     read_log, sample_problems, terminal_lines)
@@ -84,7 +85,7 @@ def unread_log(log_path: Path, found: str) -> str:
 
 def learn_log_format(state: RunState, ctx: RunContext, log_path: Path, problems: str) -> tuple[LogFormat | None, dict]:
     """One LLM answer describing train.logs, checked on the log at `log_path`; (the format or None when the
-    answer stayed unusable, the state update with its spend and attempt)."""
+    answer stayed unusable, the state update with its spend and attempt). LLMError when no answer came."""
     ensure_budget(state, ctx.limits, NODE)
     train_text = _train_text(ctx)
     code = logging_code(train_text) or train_text
@@ -94,8 +95,12 @@ def learn_log_format(state: RunState, ctx: RunContext, log_path: Path, problems:
                     event_files=", ".join(p.name for p in event_files(log_path.parent)))
     ctx.on_event("log_format: asking how train.logs is written")
     code_hash = logging_code_hash(train_text)
-    answer = ask(ctx.llm, [{"role": "user", "content": prompt}], lambda text: validated(text, log_path, code_hash),
-                 system=render("system", ctx.prompts_dir), tag=NODE, max_tokens=2000)
+    try:
+        answer = ask(ctx.llm, [{"role": "user", "content": prompt}], lambda text: validated(text, log_path, code_hash),
+                     system=render("system", ctx.prompts_dir), tag=NODE, max_tokens=2000)
+    except LLMError as exc:
+        ctx.log.record(Event(ctx.run_id, NODE, "llm_log_format", REASON, f"no answer: {exc}"))
+        raise
     row = answer.ledger_row()
     tokens = int(row["tokens"])
     attempt = attempt_count(state, NODE) + 1
