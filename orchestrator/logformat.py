@@ -149,8 +149,10 @@ _TOKEN = re.compile(r"[+-]?(?:nan|inf)(?!\w)|[A-Za-z_][\w/.\-]*|[+-]?(?:\d+\.?\d
                     re.IGNORECASE)
 _TENSOR = re.compile(r"^tensor\(\[?([^,)\]]+)")
 _FRACTION = re.compile(r"(?<![\w./])(\d+)/(\d+)(?![\w./])")  # tqdm's `3/10`: update 3 of 10
-# a position that says it is the update's, where a line holds others too (`Update 3/10 | Episodes: 8/8`)
+# a position that says it is the update's, where a line holds others too (`Update 3/10 | Episodes: 8/8`), or
+# an update's number leading a bar that counts something else (`update 3 ━━━━ 4/4 loss=...`)
 _UPDATE_FRACTION = re.compile(r"\b(?:update|step|iteration|iter)s?\s*[:#]?\s*(\d+)\s*/\s*(\d+)(?![\w./])", re.I)
+_UPDATE_NUMBER = re.compile(r"^\W*(?:update|step|iteration|iter)\s*[:#]?\s*(\d+)\b(?!\s*/|[.\d])", re.I)
 _BAR = re.compile(r"\d+%\|[^|]*\|")  # tqdm's `30%|███       |`
 _EPOCH = re.compile(r"\bepoch\s+(\d+)(?:\s*/\s*(\d+))?", re.I)  # Lightning's `Epoch 0:`, Keras' `Epoch 1/3`
 _SOURCE = re.compile(r"\s{2,}[\w.\-]+\.py:\d+\s*$")  # rich's logging handler ends a line with `train.py:42`
@@ -425,6 +427,7 @@ class LineReader:
 
     def _begin_run(self) -> None:
         self._latest: LogRecord | None = None  # the run's latest update
+        self._shown: dict[float, dict[str, float | str]] = {}  # each update number of the run -> its values
         self._carried: dict[str, float | str] = {}  # the evaluation an update's line carried last
         self._first_epoch: int | None = None  # epochs count from the first one the log names
         self._epoch: int | None = None
@@ -468,6 +471,7 @@ class LineReader:
         if not self._redraws(update):
             records.append(update)
             self._latest = update
+            self._shown[update.values["update"]] = update.values
         if carried:
             metrics = {k: v for k, v in carried.items() if k not in _INDEX}
             if metrics != self._carried:  # a bar keeps showing the last evaluation until the next one
@@ -487,12 +491,11 @@ class LineReader:
         return replace(record, values={**record.values, "update": self._latest.values["update"]})
 
     def _redraws(self, record: LogRecord) -> bool:
-        """The record shows the latest update again (a bar refreshed after validation): same update number, and
-        the same values under every name both hold. Other values under the same number are no redraw."""
-        latest = self._latest
-        if latest is None or latest.values["update"] != record.values["update"]:
-            return False
-        return all(_same(latest.values[key], record.values[key]) for key in latest.values.keys() & record.values.keys())
+        """The record shows an update of the run again (a bar refreshed after validation, a live display
+        redrawing its rows): same update number, and the same values under every name both hold. Other values
+        under the same number are no redraw."""
+        shown = self._shown.get(record.values["update"])
+        return shown is not None and all(_same(shown[key], record.values[key]) for key in shown.keys() & record.values.keys())
 
     def _note_epoch(self, match: re.Match[str]) -> None:
         self._epoch = int(match.group(1))
@@ -500,9 +503,13 @@ class LineReader:
         self._epochs = int(match.group(2)) if match.group(2) else self._epochs
 
     def _position(self, body: str, kind: str) -> tuple[float, float | None] | None:
-        """(update, total or None) from one `k/N` on the line (tqdm's position). An update's bar that restarts
-        every epoch (`Epoch E: ... k/N`, or `k/N` lines below an `Epoch E/M` line) counts on from the epochs
-        before it; an evaluation's position there is its own, not an update's."""
+        """(update, total or None) from a leading `update 3`, else from one `k/N` on the line (tqdm's position;
+        a labelled `step 3/10` wins over others). An update's bar that restarts every epoch (`Epoch E: ... k/N`,
+        or `k/N` lines below an `Epoch E/M` line) counts on from the epochs before it; an evaluation's position
+        there is its own, not an update's."""
+        number = _UPDATE_NUMBER.match(body)
+        if number is not None:
+            return float(number.group(1)), None
         epoch = _EPOCH.search(body)
         fractions = _UPDATE_FRACTION.findall(body) or _FRACTION.findall(_EPOCH.sub(" ", body) if epoch else body)
         if len(fractions) != 1:

@@ -98,6 +98,26 @@ def test_a_line_redrawn_with_carriage_returns_is_its_last_redraw_without_escape_
     assert sample_problems(records) == [] and progress(records).total_updates == 2
 
 
+# real console output, `python script.py > train.logs 2>&1`: a 2-epoch HF Trainer (transformers 5.24.0, logging_steps=1,
+# evaluation every 3 steps); tqdm 4.70.1 bars, one per update, colour="green", a postfix redrawn per episode, evaluation
+# lines between; a rich Progress (force_terminal) with one task per update, its live display redrawn in place
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize(("fixture", "updates", "losses", "evals"), [
+    ("console_hf_trainer.txt", list(range(1, 9)), (0.8741, 2.035), [3, 6, 8]),
+    ("console_tqdm_colour.txt", [1, 2, 3], (0.125, 0.375), [2, 3]),
+    ("console_rich_live.txt", [1, 2, 3], (0.125, 0.375), []),
+])
+def test_real_console_output_is_read_as_its_terminal_showed_it(fixture: str, updates: list, losses: tuple, evals: list):
+    records = read_log(FIXTURES / fixture)
+    trains = [r for r in records if r.kind == "train"]
+    assert [r.values["update"] for r in trains] == updates
+    assert (trains[0].values["loss"], trains[-1].values["loss"]) == losses
+    assert [r.values["update"] for r in records if r.kind == "eval"] == evals
+    assert sample_problems(records) == [] and not any("\x1b" in r.raw for r in records)
+
+
 HF_TRAINER = ("{'loss': 0.6931, 'grad_norm': 1.25, 'learning_rate': 5e-05, 'epoch': 0.25}\n"
               "{'loss': '0.6012', 'grad_norm': '1.1', 'learning_rate': '4e-05', 'epoch': '0.5'}\n"
               "{'eval_loss': 0.55, 'eval_runtime': 0.31, 'eval_samples_per_second': 12.9, "
@@ -144,6 +164,7 @@ def test_a_line_that_measured_nothing_is_no_update():
 @pytest.mark.parametrize(("second", "read_as"), [
     ("update=2 loss=0.4 reward=0.2", [2]),  # the same update drawn again: one update
     ("update=2 reward=0.2 loss=0.4 kl=0.01", [2]),  # drawn again with one more value: still one
+    ("update=1 loss=0.5 reward=0.1", [2]),  # an earlier row of a live display drawn again
     ("update=2 loss=0.9 reward=0.7", [2, 2]),  # other values under the same number: a misreading, kept
     ("update=nan loss=0.9 reward=0.7", [2, 3]),  # no number of its own: the next update
 ])
