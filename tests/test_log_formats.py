@@ -1,7 +1,8 @@
-"""train.logs read as researchers write it: the first guess on a corpus of formats (each also through a real
-runtime check with the tiny agent, then `status`'s metrics and the curves), the misreads that once happened, a
-format learned from a real sample, TensorBoard event files; and the honest evidence around them: the processes
-that really ran, weights kept out of the workspace's git, progress without a total."""
+"""train.logs read as researchers write it: the first guess on a corpus of formats (the first eight also through a
+real runtime check with the tiny agent, then `status`'s metrics and the curves) and on real console output, each
+line as a terminal shows it; the misreads that once happened; a log the guess cannot read, said clearly; a format
+learned from a real sample, TensorBoard event files; and the honest evidence around them: the processes that
+really ran, weights kept out of the workspace's git, progress without a total."""
 
 from __future__ import annotations
 
