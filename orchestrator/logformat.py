@@ -109,7 +109,7 @@ _KIND_WORDS = {word: kind for kind, words in {
     "train": ("train", "training"),
     "eval": ("eval", "evaluation", "evaluate", "evaluating", "validation", "validate", "val", "valid", "test",
              "testing"),
-    "done": ("done", "finished", "finish", "end", "complete", "completed", "final", "summary"),
+    "done": ("done", "finished", "finish", "end", "complete", "completed", "final"),
 }.items() for word in words}
 _KIND_PRIORITY = ("eval", "done", "start", "train")  # "Training finished" is the end; "train eval" an evaluation
 _KIND_KEYS = ("event", "kind", "type", "phase", "split", "mode", "stage", "tag")

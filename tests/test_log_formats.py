@@ -74,6 +74,7 @@ def test_hf_style_printed_dicts_keep_their_keys_and_non_finite_values():
     "Training:  30%|███       | 3/10 [00:03<00:07,  1.00it/s, {'loss': 0.5, 'grad_norm': 1.5}]",
     "Update 3/10 | Episodes: 100%|##########| 8/8 [00:05<00:00,  1.60it/s, loss=0.5, grad_norm=1.5]",
     "[INFO|trainer.py:2345] 2026-11-25 10:00:00,123 >> step=3 loss=0.5 grad_norm=1.5",
+    "Step 3: loss=0.5, grad_norm=1.5",
 ])
 def test_logging_prefixes_and_progress_bars_leave_every_key(line: str):
     record = parse_log(line + "\n")[-1]
@@ -144,6 +145,7 @@ def test_hf_trainer_dicts_are_numbered_and_its_closing_summary_is_no_update():
     ("step=3 loss=0.5 reward=0.1 samples_per_second=10.5", "train"),  # one throughput: an update's, not a summary
     ("{'update': 3, 'loss': 0.5, 'runtime': 12.5}", "train"),
     ('{"update": 3, "final_loss": 0.3, "best_reward": 0.9}', "done"),
+    ("Update 3 summary: loss=0.4 reward=0.2", "train"),
 ])
 def test_what_a_line_says_it_is_wins_over_the_update_it_looks_like(line: str, kind: str):
     assert [r.kind for r in parse_log("update=2 loss=0.5 reward=0.1\n" + line + "\n")] == ["train", kind]
