@@ -6,7 +6,12 @@ the formats researchers write: JSON lines and printed Python dicts (``nan`` and 
 ``key: value`` and whitespace ``name value`` pairs (where at least one name is a known metric); CSV and
 TSV with a header line, and whitespace-aligned tables; each behind an optional timestamp and a
 logging module's prefix (``INFO:grpo:``, ``2026-11-25 10:00:00,123 - grpo - INFO - ``, ``| INFO |``,
-``[grpo][INFO]``, glog's ``I1125 10:00:00.123 42 train.py:7]``).
+``[grpo][INFO]``, glog's ``I1125 10:00:00.123 42 train.py:7]``, Accelerate's
+``11/25/2026 10:00:00 - INFO - __main__ - ``, torchrun's ``[rank0]:``).
+
+Every line is read as a terminal shows it: a progress bar that redraws its line with carriage returns
+is its last redraw, and ANSI escape codes (colours, cursor moves, line clearing) are taken out; the file
+is read as bytes, so a carriage return is never mistaken for a line break.
 
 A log the guess cannot read is described once by the LLM: a ``LogFormat`` names one syntax (or a
 regular expression with named groups), which lines are evaluations, and which of the log's keys hold
@@ -24,7 +29,20 @@ mapped to one vocabulary (``METRIC_ALIASES``: ``gradNorm`` and ``grad_norm`` are
 How a line's kind is told: a JSON key such as ``event``, ``split`` or ``mode``, or a bare word of the
 line (``train``, ``eval``/``evaluation``/``validation``, ``start``, ``done``, ...), or a learned
 ``eval_lines`` pattern; a line whose metrics all carry an evaluation prefix (``eval_``, ``eval/``,
-``val_``, ``test_``) is an evaluation too. Anything else that holds metrics is a training update.
+``val_``, ``test_``) is an evaluation too; where the words say several kinds, the one that is no update
+wins (``Training finished`` is the end). A trainer's closing summary (two or more totals of the whole
+run, like HF Trainer's ``train_runtime`` and ``train_samples_per_second``, or only ``final_``/``best_``
+metrics) is ``done``. Anything else that holds metrics is a training update.
+
+Within a run (from its start line): an update without a number of its own (HF Trainer's printed dicts)
+is the one after the latest, and an evaluation without one is at the latest update; a tqdm position
+``k/N`` (or a labelled ``step 3/100`` among others) is the update number and the total, counted on
+across epochs where the bar restarts every epoch (Lightning's ``Epoch 1: ... 10/10``, Keras' ``Epoch 2/3``
+over ``10/10`` lines). A line that shows the latest update
+again with the same values under every name both hold (a bar refreshed after validation) is no new
+update; the same number with other values is kept, so that ``sample_problems`` sees it. An evaluation's
+metrics carried on an update's line (``val_loss=`` in a bar's postfix) are an evaluation at that update,
+once: a bar that keeps showing the last one does not repeat it.
 """
 
 from __future__ import annotations
@@ -35,7 +53,7 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -91,23 +109,37 @@ _KIND_WORDS = {word: kind for kind, words in {
     "train": ("train", "training"),
     "eval": ("eval", "evaluation", "evaluate", "evaluating", "validation", "validate", "val", "valid", "test",
              "testing"),
-    "done": ("done", "finished", "finish", "end", "complete", "completed"),
+    "done": ("done", "finished", "finish", "end", "complete", "completed", "final"),
 }.items() for word in words}
+_KIND_PRIORITY = ("eval", "done", "start", "train")  # "Training finished" is the end; "train eval" an evaluation
 _KIND_KEYS = ("event", "kind", "type", "phase", "split", "mode", "stage", "tag")
 _TIME_KEYS = ("time", "timestamp")
 _EVAL_PREFIX = re.compile(r"^(eval|evaluation|val|valid|validation|test)[_/.\-]", re.I)
+# an evaluation's metrics carried on an update's line (a bar's `val_loss=`); not `valid_`/`test_`, which name
+# update metrics too (valid_action_rate)
+_CARRIED_EVAL = re.compile(r"^(eval|evaluation|val|validation)[_/.\-]", re.I)
+# a trainer's closing summary: totals of the whole run (HF Trainer's train_runtime, train_samples_per_second, ...)
+_RUN_RESULT = re.compile(r"^(final|best)[_/.\-]", re.I)
+_RUN_TOTAL = re.compile(r"(?:^|[_/])(?:runtime|total_flos|samples_per_second|steps_per_second|tokens_per_second)$",
+                        re.I)
 
 # exactly what `{:.6g}`, str(int) and json print; float() alone would also take "1_000" or "infinity"
 _NUMBER = re.compile(r"^[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|nan|inf)$", re.IGNORECASE)
 _NAME = re.compile(r"[A-Za-z_][\w/.\-]*")
 _STAMP = re.compile(r"^\[?(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?)\]?[\s|:\-]*")
+# Accelerate's and the HF examples' `11/25/2026 10:00:00`, rich's `[11/25/26 10:00:00]`
+_US_STAMP = re.compile(r"^\[?(\d{1,2}/\d{1,2}/(\d{2}|\d{4}) \d{2}:\d{2}:\d{2})(?:[.,]\d+)?\]?[\s|:\-]*")
+_RANK = re.compile(r"^\[(?:rank|default)\d+\]:\s?")  # torchrun's per-rank prefix
 _LEVEL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 _PREFIXES = (
     re.compile(rf"^{_LEVEL}:[\w.\-]*:"),  # logging.basicConfig's default: INFO:grpo:
+    # transformers' explicit format: [INFO|trainer.py:2345] 2026-11-25 10:00:00,123 >>
+    re.compile(rf"^\[{_LEVEL}\|[\w.\-]+:\d+\]\s*(?:\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)?\s*>>\s*"),
+    re.compile(rf"^{_LEVEL}\s+-\s+[\w.<>\-]+\s+-\s+"),  # Accelerate's INFO - __main__ -
     re.compile(rf"^(?:[\w.\-]+\s+-\s+)?{_LEVEL}\s+-\s+"),  # grpo - INFO -
     re.compile(rf"^\|?\s*{_LEVEL}\s*\|\s*(?:[\w.\-]+:[\w.<>\-]+:\d+\s+-\s+)?"),  # loguru: | INFO | mod:fn:12 -
     re.compile(rf"^(?:\[[\w.\-]+\])*\[{_LEVEL}\](?:\[[\w.\-]+\])*\s*"),  # [grpo][INFO]
-    re.compile(rf"^{_LEVEL}\s+[\w.\-]+:\s"),  # INFO grpo: ...
+    re.compile(rf"^{_LEVEL}\s+[\w.\-]+:\s(?!\s*[+-]?\.?\d)"),  # INFO grpo: ... (not rich's INFO  step: 3)
     re.compile(rf"^{_LEVEL}\s*[:|\-]?\s+"),  # INFO: ...
     re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w.\-]+:\d+\]\s"),  # glog
 )
@@ -117,11 +149,22 @@ _TOKEN = re.compile(r"[+-]?(?:nan|inf)(?!\w)|[A-Za-z_][\w/.\-]*|[+-]?(?:\d+\.?\d
                     re.IGNORECASE)
 _TENSOR = re.compile(r"^tensor\(\[?([^,)\]]+)")
 _FRACTION = re.compile(r"(?<![\w./])(\d+)/(\d+)(?![\w./])")  # tqdm's `3/10`: update 3 of 10
+# a position that says it is the update's, where a line holds others too (`Update 3/10 | Episodes: 8/8`), or
+# an update's number leading a bar that counts something else (`update 3 ━━━━ 4/4 loss=...`)
+_UPDATE_FRACTION = re.compile(r"\b(?:update|step|iteration|iter)s?\s*[:#]?\s*(\d+)\s*/\s*(\d+)(?![\w./])", re.I)
+_UPDATE_NUMBER = re.compile(r"^\W*(?:update|step|iteration|iter)\s*[:#]?\s*(\d+)\b(?!\s*/|[.\d])", re.I)
+_BAR = re.compile(r"\d+%\|[^|]*\|")  # tqdm's `30%|███       |`
+_EPOCH = re.compile(r"\bepoch\s+(\d+)(?:\s*/\s*(\d+))?", re.I)  # Lightning's `Epoch 0:`, Keras' `Epoch 1/3`
+_SOURCE = re.compile(r"\s{2,}[\w.\-]+\.py:\d+\s*$")  # rich's logging handler ends a line with `train.py:42`
+# ANSI escape codes (CSI colours, cursor moves, line clearing; OSC titles; two-character escapes), other controls
+_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])|[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def canonical_metric(key: str) -> str:
-    """The vocabulary's name for a logged key; `train/grad_norm` style prefixes are tried without the prefix."""
-    for candidate in (key, key.rsplit("/", 1)[-1]):
+    """The vocabulary's name for a logged key; `train/grad_norm` style prefixes are tried without the prefix,
+    and Lightning's per-step `train_loss_step` without its suffix."""
+    last = key.rsplit("/", 1)[-1]
+    for candidate in (key, last, key.removesuffix("_step"), last.removesuffix("_step")):
         name = _ALIAS.get(re.sub(r"[^a-z0-9]", "", candidate.lower()))
         if name is not None:
             return name
@@ -213,23 +256,48 @@ def format_from_answer(answer: Any) -> LogFormat:
 # ---------------------------------------------------------------- one line at a time
 
 
-def _split_prefix(line: str) -> tuple[str | None, datetime | None, str] | None:
-    """(timestamp text, its time, the line's body) with a timestamp and a logging prefix taken off;
-    None when the line starts with a timestamp that is no date (2026-13-40)."""
-    stamp_match = _STAMP.match(line)
-    stamp, moment, body = None, None, line
-    if stamp_match:
-        stamp = stamp_match.group(1)
-        try:
-            moment = datetime.fromisoformat(stamp.replace(",", ".").replace("Z", "+00:00")).replace(tzinfo=None)
-        except ValueError:
-            return None
-        body = line[stamp_match.end():]
+def _terminal(line: str) -> str:
+    """One written line as a terminal shows it: its last carriage-return redraw that shows anything (a progress
+    bar redrawn in place, a clearing redraw of spaces erases nothing worth reading), without ANSI escape codes."""
+    segments = (_ESCAPE.sub("", segment) for segment in reversed(line.rstrip("\r\n").split("\r")))
+    return next((segment for segment in segments if segment.strip()), "")
+
+
+def terminal_lines(text: str) -> list[str]:
+    """A log's lines as a terminal shows them (`_terminal`), one per written line; how every line is read."""
+    return [_terminal(line) for line in text.split("\n")]
+
+
+def _stamp_time(line: str) -> tuple[datetime | None, int] | None:
+    """(the time a leading timestamp says, where the rest begins); (None, 0) without one; None for a
+    timestamp that is no date (2026-13-40)."""
+    iso, us = _STAMP.match(line), _US_STAMP.match(line)
+    try:
+        if iso:
+            stamp = iso.group(1).replace(",", ".").replace("Z", "+00:00")
+            return datetime.fromisoformat(stamp).replace(tzinfo=None), iso.end()
+        if us:
+            year = "%Y" if len(us.group(2)) == 4 else "%y"
+            return datetime.strptime(us.group(1), f"%m/%d/{year} %H:%M:%S"), us.end()
+    except ValueError:
+        return None
+    return None, 0
+
+
+def _split_prefix(line: str) -> tuple[datetime | None, str] | None:
+    """(its time, the line's body) with a rank, a timestamp and a logging prefix taken off the front and a
+    source location off the end; None when the line starts with a timestamp that is no date."""
+    line = _RANK.sub("", line, count=1)
+    stamped = _stamp_time(line)
+    if stamped is None:
+        return None
+    moment, start = stamped
+    body = line[start:]
     for prefix in _PREFIXES:
         match = prefix.match(body)
         if match:
             body = body[match.end():]
-    return stamp, moment, body.strip()
+    return moment, _SOURCE.sub("", body).strip()
 
 
 def _literal(node: ast.AST) -> Any:
@@ -277,6 +345,45 @@ def _kind_of_word(word: str) -> str | None:
     return _KIND_WORDS.get(word.lower().strip(".:,;"))
 
 
+def _said(words: Iterable[str]) -> str | None:
+    """The kind the line's leading words say; where they say several, the one that is not an update."""
+    said = {kind for word in words if (kind := _kind_of_word(word))}
+    return next((kind for kind in _KIND_PRIORITY if kind in said), None)
+
+
+def _run_summary(keys: Iterable[str]) -> bool:
+    """A trainer's closing summary: two or more totals of the whole run (runtime, throughput), or metrics
+    that are all the run's final or best ones."""
+    metrics = [key for key in keys if canonical_metric(key) not in _INDEX]
+    return (sum(1 for key in metrics if _RUN_TOTAL.search(key)) >= 2
+            or bool(metrics) and all(_RUN_RESULT.match(key) for key in metrics))
+
+
+def _eval_name(key: str) -> str:
+    """An evaluation's name for a metric: `val_loss` and `loss` are both `eval_loss`."""
+    carried = _CARRIED_EVAL.match(key)
+    return canonical_metric(f"eval_{key[carried.end():]}") if carried else f"eval_{key}"
+
+
+def _carried_evaluation(record: LogRecord) -> tuple[LogRecord, dict[str, float | str]]:
+    """An update's line without the evaluation it carries (`val_loss=` in a bar), and that evaluation's values
+    at the same update ({} when it carries none with a number)."""
+    carried = {key: value for key, value in record.values.items() if _CARRIED_EVAL.match(key)}
+    if not any(_finite(value) for value in carried.values()):
+        return record, {}
+    where = {key: value for key, value in record.values.items() if key in _INDEX and key != "updates"}
+    update = replace(record, values={k: v for k, v in record.values.items() if k not in carried})
+    return update, {**where, **{_eval_name(key): value for key, value in carried.items()}}
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def _same(a: float | str, b: float | str) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+
 def _evaluation_by_keys(keys: Iterable[str]) -> bool:
     metrics = [k for k in keys if canonical_metric(k) not in _INDEX]
     return bool(metrics) and all(_EVAL_PREFIX.match(k) for k in metrics)
@@ -304,7 +411,8 @@ class _Table:
 
 
 class LineReader:
-    """Reads one log's lines in order (a CSV header is remembered for the rows below it)."""
+    """Reads one log's lines in order, each as a terminal shows it (a CSV header is remembered for the rows
+    below it; the latest update of the run for numbering and redraws)."""
 
     def __init__(self, log_format: LogFormat | None = None) -> None:
         self.format = log_format or LogFormat()
@@ -315,36 +423,105 @@ class LineReader:
         self._block: list[str] = []  # the lines of a record that spans several, until the next one starts
         self._eval_lines = re.compile(self.format.eval_lines) if self.format.eval_lines else None
         self._renames = {key: ANSWER_KEYS[name] for name, key in self.format.keys.items()}
+        self._begin_run()
+
+    def _begin_run(self) -> None:
+        self._latest: LogRecord | None = None  # the run's latest update
+        self._shown: dict[float, dict[str, float | str]] = {}  # each update number of the run -> its values
+        self._carried: dict[str, float | str] = {}  # the evaluation an update's line carried last
+        self._first_epoch: int | None = None  # epochs count from the first one the log names
+        self._epoch: int | None = None
+        self._epochs: int | None = None  # the `M` of `Epoch E/M`
 
     def read(self, line: str, line_no: int = 0) -> list[LogRecord]:
-        """The records of one line: none for prose, tracebacks and warnings; several when a progress bar
-        rewrote its line with carriage returns. A record that spans lines comes when the next one starts."""
+        """The records of one line, read as a terminal shows it (its last redraw, no escape codes): none for
+        prose, tracebacks, warnings and a redraw of the latest update with its values unchanged; an update and
+        an evaluation when an update's line carries an evaluation's metrics. A record that spans lines comes
+        when the next one starts."""
+        shown = _terminal(line)
         if self._record_start is not None:
-            if self._record_start.search(line):
+            if self._record_start.search(shown):
                 records = self.flush(line_no - 1)
-                self._block = [line.strip()]
+                self._block = [shown.strip()]
                 return records
             if self._block:
-                self._block.append(line.strip())
+                self._block.append(shown.strip())
             return []
-        records: list[LogRecord] = []
-        for segment in line.rstrip("\r\n").split("\r"):
-            record = self._record(segment, line_no)
-            if record is None:
-                continue
-            update = record.values.get("update")
-            if records and record.kind == records[-1].kind == "train" and update is not None \
-                    and update == records[-1].values.get("update"):
-                records[-1] = record  # a refresh of the same update
-            else:
-                records.append(record)
-        return records
+        return self._settled(self._record(shown, line_no))
 
     def flush(self, line_no: int = 0) -> list[LogRecord]:
         """The record of the lines gathered since the last record start (the log's end closes the last one)."""
         block, self._block = " ".join(line for line in self._block if line), []
-        record = self._record(block, line_no) if block else None
-        return [record] if record is not None else []
+        return self._settled(self._record(block, line_no) if block else None)
+
+    def _settled(self, record: LogRecord | None) -> list[LogRecord]:
+        """The record in its run: a start line begins a new run; an update without a number of its own is the
+        one after the latest; an evaluation without one is at the latest update; an evaluation carried on an
+        update's line is an evaluation of its own, once; a redraw of the latest update is no new update."""
+        if record is None:
+            return []
+        if record.kind == "start":
+            self._begin_run()
+        if record.kind == "eval":
+            return [self._at_latest_update(record)]
+        if record.kind != "train":
+            return [record]
+        update, carried = _carried_evaluation(self._numbered(record))
+        records = []
+        if not self._redraws(update):
+            records.append(update)
+            self._latest = update
+            self._shown[update.values["update"]] = update.values
+        if carried:
+            metrics = {k: v for k, v in carried.items() if k not in _INDEX}
+            if metrics != self._carried:  # a bar keeps showing the last evaluation until the next one
+                records.append(replace(update, kind="eval", values=carried))
+                self._carried = metrics
+        return records
+
+    def _numbered(self, record: LogRecord) -> LogRecord:
+        if _finite(record.values.get("update")):
+            return record
+        latest = self._latest.values["update"] if self._latest is not None else 0.0
+        return replace(record, values={**record.values, "update": float(latest) + 1})
+
+    def _at_latest_update(self, record: LogRecord) -> LogRecord:
+        if _finite(record.values.get("update")) or self._latest is None:
+            return record
+        return replace(record, values={**record.values, "update": self._latest.values["update"]})
+
+    def _redraws(self, record: LogRecord) -> bool:
+        """The record shows an update of the run again (a bar refreshed after validation, a live display
+        redrawing its rows): same update number, and the same values under every name both hold. Other values
+        under the same number are no redraw."""
+        shown = self._shown.get(record.values["update"])
+        return shown is not None and all(_same(shown[key], record.values[key]) for key in shown.keys() & record.values.keys())
+
+    def _note_epoch(self, match: re.Match[str]) -> None:
+        self._epoch = int(match.group(1))
+        self._first_epoch = self._epoch if self._first_epoch is None else self._first_epoch
+        self._epochs = int(match.group(2)) if match.group(2) else self._epochs
+
+    def _position(self, body: str, kind: str) -> tuple[float, float | None] | None:
+        """(update, total or None) from a leading `update 3`, else from one `k/N` on the line (tqdm's position;
+        a labelled `step 3/10` wins over others). An update's bar that restarts every epoch (`Epoch E: ... k/N`,
+        or `k/N` lines below an `Epoch E/M` line) counts on from the epochs before it; an evaluation's position
+        there is its own, not an update's."""
+        number = _UPDATE_NUMBER.match(body)
+        if number is not None:
+            return float(number.group(1)), None
+        epoch = _EPOCH.search(body)
+        fractions = _UPDATE_FRACTION.findall(body) or _FRACTION.findall(_EPOCH.sub(" ", body) if epoch else body)
+        if len(fractions) != 1:
+            return None
+        done, total = (float(n) for n in fractions[0])
+        if epoch is not None:
+            self._note_epoch(epoch)
+        if self._epoch is None or self._first_epoch is None:
+            return done, total
+        if kind != "train":
+            return None
+        return (self._epoch - self._first_epoch) * total + done, total * self._epochs if self._epochs else None
 
     def _record(self, raw: str, line_no: int) -> LogRecord | None:
         if not raw.strip() or (self._metric_lines is not None and not self._metric_lines.search(raw)):
@@ -352,7 +529,11 @@ class LineReader:
         split = _split_prefix(raw.strip())
         if split is None:
             return None
-        stamp, moment, body = split
+        moment, body = split
+        header = _EPOCH.fullmatch(body.rstrip(":. "))
+        if header is not None:  # Keras' `Epoch 1/3`: the epoch of the `k/N` lines below it
+            self._note_epoch(header)
+            return None
         parsed = self._parse(body)
         if parsed is None:
             return None
@@ -365,21 +546,24 @@ class LineReader:
         for key in _TIME_KEYS:
             if moment is None and isinstance(values.get(key), str):
                 moment = _iso_time(str(values.pop(key)))
-        if kind is None:
-            kind = next((k for w in words if (k := _kind_of_word(w))), None)
+        kind = kind or _said(words)
         if self._eval_lines is not None and self._eval_lines.search(raw):
             kind = "eval"
         if kind is None:
-            kind = "eval" if _evaluation_by_keys(pairs) else "train"
-        fraction = _FRACTION.findall(body)
-        if "update" not in values and len(fraction) == 1 and kind in ("train", "eval"):
-            values["update"] = float(fraction[0][0])
-            values.setdefault("updates", float(fraction[0][1]))
+            kind = "eval" if _evaluation_by_keys(pairs) else "done" if _run_summary(pairs) else "train"
+        if kind == "train" and values.keys() <= _INDEX:  # "Running training, updates = 3" measured nothing
+            return None
+        position = self._position(body, kind) if kind in ("train", "eval") else None
+        if position is not None:
+            update, total = position
+            values.setdefault("update", update)
+            if total and values["update"] == update:  # `step: 3/100` names its total too
+                values.setdefault("updates", total)
         if kind == "start" and "update" in values and "updates" not in values:
             values["updates"] = values.pop("update")
         if kind == "eval":
             for key in [k for k in values if not k.startswith("eval") and k not in _INDEX]:
-                values.setdefault(f"eval_{key}", values[key])
+                values.setdefault(_eval_name(key), values[key])
         return LogRecord(kind=kind, time=moment, values=values, line_no=line_no, raw=raw.rstrip())
 
     def _parse(self, body: str) -> tuple[str | None, dict[str, Any], list[str]] | None:
@@ -422,15 +606,16 @@ class LineReader:
         first = _KV_PAIR.search(body)
         words = _NAME.findall(body[:first.start()] if first else body)  # a kind word leads the line
         numeric = sum(1 for v in values.values() if isinstance(_value(v), float))
-        said = kind or next((k for w in words if (k := _kind_of_word(w))), None)
+        said = kind or _said(words)
         if learned and values or numeric >= 2 or (said and values):
             return kind, values, words
         return None
 
     def _from_tokens(self, body: str, learned: bool) -> tuple[str | None, dict[str, Any], list[str]] | None:
-        tokens = _TOKEN.findall(body)
+        bar = _BAR.search(body)  # a bar's description leads (its words), its postfix follows: `Eval: 50%|█ | ...`
+        words: list[str] = _NAME.findall(body[:bar.start()]) if bar else []
+        tokens = _TOKEN.findall(body[bar.end():] if bar else body)
         pairs: dict[str, str] = {}
-        words: list[str] = []
         i = 0
         while i < len(tokens):
             token = tokens[i]
@@ -441,7 +626,7 @@ class LineReader:
             if _number(token) is None and not pairs:  # a kind word leads the line
                 words.append(token)
             i += 1
-        said = next((k for w in words if (k := _kind_of_word(w))), None)
+        said = _said(words)
         known = any(_known(k) for k in pairs)
         if learned and pairs or known and (len(pairs) >= 2 or said):
             return None, pairs, words
@@ -577,11 +762,17 @@ def _has_update(records: Iterable[LogRecord]) -> bool:
     return any(r.kind == "train" for r in records)
 
 
+def log_text(path: Path) -> str:
+    """A log file's text as written: its carriage returns kept (a text-mode read turns each into a line
+    break, and every redraw of a progress bar into a line of its own); '' when it is missing."""
+    return path.read_bytes().decode("utf-8", errors="replace") if path.is_file() else ""
+
+
 def read_log(path: Path, log_format: LogFormat | None = None) -> list[LogRecord]:
     """The records of the train.logs at `path`; from the TensorBoard event files beside it (or below its
     folder) when the format says so or the text holds no update."""
     log_format = log_format or LogFormat()
-    records = parse_log(path.read_text(errors="replace"), log_format) if path.is_file() else []
+    records = parse_log(log_text(path), log_format)
     if log_format.syntax == "tensorboard" or (not log_format.learned and not _has_update(records)):
         events = EventsReader(path.parent).records()
         if events:

@@ -62,13 +62,11 @@ def metric_value(record: LogRecord, metric: str) -> float | None:
 
 
 def metric_series(records: list[LogRecord]) -> dict[str, list[tuple[int, float]]]:
-    """(update, value) per metric over the latest run's train lines; non-finite values kept. A line
-    without an update number counts as the next update."""
+    """(update, value) per metric over the latest run's train lines (each numbered by the reader, a line
+    without a number of its own as the next update); non-finite values kept."""
     series: dict[str, list[tuple[int, float]]] = {}
-    update = 0
     for record in (r for r in current_run(records) if r.kind == "train"):
-        logged = record.values.get("update")
-        update = int(logged) if isinstance(logged, float) and math.isfinite(logged) else update + 1
+        update = int(record.values["update"])
         for metric in PLOT_METRICS:
             value = metric_value(record, metric)
             if value is not None:

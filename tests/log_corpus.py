@@ -117,6 +117,101 @@ FORMATS: dict[str, str] = {
 ''',
 }
 
+# trainers' and progress bars' own output, as a terminal would show it (carriage-return redraws, ANSI codes):
+# read by the first guess at unit level; the formats above are also each put through a real runtime check
+TRAINER_FORMATS: dict[str, str] = {
+    "hf trainer": '''
+    def line(self, kind: str, **values: Any) -> None:
+        if not self.enabled:
+            return
+        if kind == "start":
+            self.total, self.epoch = values["updates"], 0.0
+            return
+        if kind == "train":
+            self.epoch = values["update"] / self.total
+            logs = {"loss": round(values["loss"], 4), "grad_norm": values["gradNorm"], "learning_rate": values["lr"],
+                    "reward": values["reward_mean"], "reward_std": values["reward_std"], "kl": values["kl"],
+                    "epoch": round(self.epoch, 2)}
+        elif kind == "eval":
+            logs = {"eval_reward": values["eval_reward_mean"], "eval_runtime": 0.51, "eval_samples_per_second": 7.8,
+                    "eval_steps_per_second": 1.96, "epoch": round(self.epoch, 2)}
+        else:
+            logs = {"train_runtime": 12.3, "train_samples_per_second": 0.65, "train_steps_per_second": 0.24,
+                    "train_loss": 0.25, "epoch": 1.0}
+        done = values.get("update", self.total)
+        bar = (f"{100 * done // self.total:3d}%|{'#' * (10 * done // self.total):<10}| {done}/{self.total} "
+               f"[00:0{done}<00:00,  1.00s/it]")
+        with self.train_path.open("a") as fh:  # what tqdm.write leaves: the bar, cleared, the dict, the bar again
+            fh.write(f"\\r{bar}\\r{' ' * len(bar)}\\r{logs}\\n\\r{bar}")
+''',
+    "tqdm redraws": '''
+    def line(self, kind: str, **values: Any) -> None:
+        if not self.enabled:
+            return
+        if kind == "start":
+            self.total = values["updates"]
+        if kind not in ("train", "eval"):
+            return
+        done = values["update"]
+        if kind == "train":  # the bar redrawn as the update's episodes come in, the update's own values last
+            final = {"loss": values["loss"], "gradNorm": values["gradNorm"], "reward_mean": values["reward_mean"]}
+            draws = [{k: v * part / 3 for k, v in final.items()} for part in (1, 2)] + [final]
+            text = "".join(f"\\r\\x1b[2K\\x1b[32mtrain\\x1b[0m {100 * done // self.total:3d}%|"
+                           f"{'#' * (10 * done // self.total):<10}| {done}/{self.total} [00:0{done}<00:00, 1.50s/it, "
+                           + ", ".join(f"{k}={v:.4g}" for k, v in draw.items()) + "]" for draw in draws)
+        else:
+            text = (f"\\x1b[1m\\x1b[33meval\\x1b[0m {done}/{self.total} "
+                    f"eval_reward_mean=\\x1b[36m{values['eval_reward_mean']:.4g}\\x1b[0m\\x1b[K")
+        with self.train_path.open("a") as fh:
+            fh.write(text + "\\n")
+''',
+    "lightning bar": '''
+    def line(self, kind: str, **values: Any) -> None:
+        if not self.enabled:
+            return
+        if kind == "start":
+            self.total = values["updates"]
+        if kind not in ("train", "eval"):
+            return
+        if kind == "train":
+            self.done = values["update"]
+            self.shown = {"v_num": 0, "loss": values["loss"], "gradNorm": values["gradNorm"],
+                          "reward_mean": values["reward_mean"]}
+        else:  # the validation bar below, then the epoch's bar redrawn at the same position with the result
+            self.shown["val_reward_mean"] = values["eval_reward_mean"]
+        bar = (f"\\rEpoch 0: {100 * self.done // self.total:3d}%|{'#' * (10 * self.done // self.total):<10}| "
+               f"{self.done}/{self.total} [00:0{self.done}<00:00,  1.20it/s, "
+               + ", ".join(f"{k}={v:.3g}" for k, v in self.shown.items()) + "]")
+        validation = "\\rValidation DataLoader 0: 100%|##########| 2/2 [00:00<00:00, 20.00it/s]\\x1b[A\\n"
+        with self.train_path.open("a") as fh:
+            fh.write((validation if kind == "eval" else "") + bar + "\\n")
+''',
+    "accelerate logger": '''
+    def line(self, kind: str, **values: Any) -> None:
+        if not self.enabled:
+            return
+        import logging
+        if getattr(self, "logger", None) is None:
+            self.logger = logging.Logger("__main__")
+            handler = logging.FileHandler(self.train_path)
+            handler.setFormatter(logging.Formatter("%(asctime)s - %(levelname)s - %(name)s - %(message)s",
+                                                   datefmt="%m/%d/%Y %H:%M:%S"))
+            self.logger.addHandler(handler)
+        if kind == "start":
+            self.total = values["updates"]
+            self.logger.info("***** Running training *****")
+            self.logger.info("  Total optimization steps = %d", self.total)
+        elif kind == "train":
+            self.logger.info("Update %d/%d | loss: %.4f | grad_norm: %.4f | reward: %.4f | kl: %.4f", values["update"],
+                             self.total, values["loss"], values["gradNorm"], values["reward_mean"], values["kl"])
+        elif kind == "eval":
+            self.logger.info("Evaluation at update %d | reward: %.4f", values["update"], values["eval_reward_mean"])
+        else:
+            self.logger.info("Training completed. Do not forget to share your model on huggingface.co/models =)")
+            self.logger.handlers[0].close()
+''',
+}
+
 # a format the first guess cannot read (no names, a bare table): learned from a sample by the LLM
 LEARNED_ONLY = "fixed table"
 LEARNED_FORMATS: dict[str, str] = {
@@ -132,7 +227,7 @@ LEARNED_FORMATS: dict[str, str] = {
                 fh.write(f"E{values['update']:04d} | {values['eval_reward_mean']:+.4f}\\n")
 ''',
 }
-_METHODS = {**FORMATS, **LEARNED_FORMATS}
+_METHODS = {**FORMATS, **TRAINER_FORMATS, **LEARNED_FORMATS}
 
 _LINE_METHOD = re.compile(r"\n    def line\(self, kind: str, \*\*values: Any\) -> None:\n.*?\n(?=\n    def close)", re.S)
 

@@ -14,7 +14,8 @@ from langgraph.runtime import Runtime
 from orchestrator.actionlog import Event
 from orchestrator.checks import (CheckResult, judge_short_run, launch_probe_args, run_guards, run_import_check,
                                  short_run, unset_roles_note)
-from orchestrator.nodes.logformat import known_format, learn_log_format
+from orchestrator.llm import LLMError
+from orchestrator.nodes.logformat import known_format, learn_log_format, unread_log
 from orchestrator.roles import CLI, ConfigRoles
 from orchestrator.state import RunContext, RunState
 from orchestrator.tiny_agent import TINY_AGENT, playing_model
@@ -93,11 +94,27 @@ def runtime_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
     result = judge_short_run(run, spec, log_format)
     learned: dict = {}
     if result.kind in LEARNABLE and not log_format.learned:
-        described, learned = learn_log_format(state, ctx, run.log_path, result.summary)
+        found, result = result.summary, replace(result, summary=unread_log(run.log_path, result.summary))
+        ctx.log.record(Event(ctx.run_id, "runtime_check", "first_guess", FIRST_GUESS_REASON, result.summary))
+        try:
+            described, learned = learn_log_format(state, ctx, run.log_path, found)
+        except LLMError as exc:
+            return without_format_answer(state, ctx, result, exc)
         if described is not None:
             log_format = described
             result = judge_short_run(run, spec, log_format)
     return {**record_check(state, ctx, result), **learned, "log_format": log_format.to_dict()}
+
+
+FIRST_GUESS_REASON = "train.logs is read by the first guess for free; one LLM answer describes a format it cannot read"
+
+
+def without_format_answer(state: RunState, ctx: RunContext, result: CheckResult, error: LLMError) -> dict:
+    """The run stops `failed` when no log-format answer came: its last error is what the first guess found in
+    train.logs (the file, its first lines), then the LLM's error."""
+    return {**record_check(state, ctx, result), "status": "failed",
+            "exit_reason": f"runtime_check: {result.summary}; no log-format answer: {error}; resume with "
+                           f"`python -m orchestrator resume {ctx.run_id} --from runtime_check` once the LLM answers"}
 
 
 CHECK_NODES: dict[str, Callable[[RunState, Runtime[RunContext]], dict]] = {

@@ -77,7 +77,8 @@ def describe(progress: Progress, planned_updates: int | None = None) -> str:
     episode = f" episode {progress.episode}" if progress.episode is not None else ""
     values = "".join(f" {name} {value:.4g}" for name, value in (("reward", progress.reward_mean), ("loss", progress.loss))
                      if value is not None)
-    return f"formal_train: update {progress.update}{f'/{total}' if total else ''}{episode}{values}{eta}"
+    where = "no update yet" if progress.update is None else f"update {progress.update}{f'/{total}' if total else ''}"
+    return f"formal_train: {where}{episode}{values}{eta}"
 
 
 def evidence_of(result: JobResult, log_tail: str) -> dict:
