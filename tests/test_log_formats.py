@@ -21,6 +21,7 @@ from log_corpus import FORMATS, LEARNED_ONLY, TRAINER_FORMATS, format_variant, w
 from orchestrator.actionlog import ActionLog
 from orchestrator.checks import CheckResult, RuntimeCheckSpec, ShortRun, run_runtime_check
 from orchestrator.execution import ExecutionResult
+from orchestrator.llm import LLMError
 from orchestrator.logformat import (LOG_FORMAT_FILE, LogFormat, format_from_answer, logging_code_hash, parse_log,
                                     read_log, sample_problems)
 from orchestrator.monitor import Progress, progress
@@ -294,14 +295,16 @@ def _runtime_check_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log: str,
 def test_with_no_format_answer_the_run_stops_on_what_the_guess_found_in_train_logs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str):
     log, found = UNREADABLE[case]
-    update, log_path, claude_logs = _runtime_check_on(tmp_path, monkeypatch, log, replies=[])
+    with pytest.raises(LLMError) as stopped:  # the runner ends the run `failed` on it; a resume runs the check again
+        _runtime_check_on(tmp_path, monkeypatch, log, replies=[])
+    reason = f"LLM error: {stopped.value}"  # the runner's exit reason
+    log_path = tmp_path / "run/runtime_check/logs/train.logs"
+    claude_logs = (tmp_path / "claude.logs").read_text()
     first_line = json.dumps(log.splitlines()[0])
-    assert update["status"] == "failed"
-    last_error = state_record(tmp_path / "run", "failed", update["exit_reason"], update, [])["last_error"]
-    for said in (last_error, update["exit_reason"]):  # what `status` and report.md show
+    last_error = state_record(tmp_path / "run", "failed", reason, {}, [])["last_error"]
+    for said in (last_error, reason):  # what `status` and report.md show
         assert found in said and str(log_path) in said and first_line in said
-    assert "no log-format answer: replay transcript has no reply #1 for 'log_format'" in update["exit_reason"]
-    assert f"resume r1 --from runtime_check" in update["exit_reason"]
+    assert "no log-format answer: replay transcript has no reply #1 for 'log_format'" in reason
     guess = claude_logs.index("action=first_guess")  # said before the answer is asked for, then the LLM's error
     assert found in claude_logs[guess:] and str(log_path) in claude_logs[guess:] and first_line in claude_logs[guess:]
     assert claude_logs.index("no answer: replay transcript has no reply #1 for 'log_format'") > guess

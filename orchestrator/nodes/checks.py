@@ -98,8 +98,8 @@ def runtime_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
         ctx.log.record(Event(ctx.run_id, "runtime_check", "first_guess", FIRST_GUESS_REASON, result.summary))
         try:
             described, learned = learn_log_format(state, ctx, run.log_path, found)
-        except LLMError as exc:
-            return without_format_answer(state, ctx, result, exc)
+        except LLMError as exc:  # the run stops on what the guess found; a resume runs this check again
+            raise LLMError(f"runtime_check: {result.summary}; no log-format answer: {exc}") from exc
         if described is not None:
             log_format = described
             result = judge_short_run(run, spec, log_format)
@@ -107,14 +107,6 @@ def runtime_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
 
 
 FIRST_GUESS_REASON = "train.logs is read by the first guess for free; one LLM answer describes a format it cannot read"
-
-
-def without_format_answer(state: RunState, ctx: RunContext, result: CheckResult, error: LLMError) -> dict:
-    """The run stops `failed` when no log-format answer came: its last error is what the first guess found in
-    train.logs (the file, its first lines), then the LLM's error."""
-    return {**record_check(state, ctx, result), "status": "failed",
-            "exit_reason": f"runtime_check: {result.summary}; no log-format answer: {error}; resume with "
-                           f"`python -m orchestrator resume {ctx.run_id} --from runtime_check` once the LLM answers"}
 
 
 CHECK_NODES: dict[str, Callable[[RunState, Runtime[RunContext]], dict]] = {
