@@ -154,9 +154,9 @@ def _bad_variable(lines: list[str], text: str, environ: Mapping[str, str]) -> st
     if not name:
         return ""
     frames = _FRAME.findall(unprefixed(text))
-    reader = f"{_package_of(frames[-1])} " if unreadable and frames else ""
+    reader = _package_of(frames[-1]) if unreadable and frames else "OpenMP (libgomp)"
     value = "empty" if not environ[name] else f"{environ[name]!r}"
-    return (f"the environment variable {name} is set but {value}, which {reader}cannot read as a number: "
+    return (f"the environment variable {name} is set but {value}, which {reader} cannot read as a number: "
             f"`export {name}=1` or `unset {name}`")
 
 
