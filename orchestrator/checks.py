@@ -3,9 +3,10 @@ the behaviour probe on a real game), then a short training run.
 
 Each returns a `CheckResult` rather than raising. Generated code only ever runs in a subprocess.
 The evidence is what the fix prompt needs: the violations, or the last traceback plus the generated
-lines it points at, trimmed to fit a prompt. A failure whose cause is the machine (orchestrator.faults)
-is kind `environment`, its summary the line that says what to set or install: no fix can help it. The fingerprint normalises that evidence (paths, line
-numbers, addresses, numbers, quoted values) so the same failure after a fix is recognised.
+lines it points at, trimmed to fit a prompt. The fingerprint normalises that evidence (paths, line
+numbers, addresses, numbers, quoted values) so the same failure after a fix is recognised. A failure
+whose cause is the machine (orchestrator.faults) is kind `environment`, its summary the line that says
+what to set or install: no fix can help it.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ FAILURE_CLASSES = (
 class CheckResult:
     check: str  # rules | import_check | runtime_check
     passed: bool
-    kind: str = ""  # failure class: guard, import, shape_mismatch, ..., no_updates, non_finite; environment: the machine's
+    kind: str = ""  # failure class: guard, import, shape_mismatch, ..., no_updates, non_finite; environment
     summary: str = ""  # one line
     evidence: str = ""  # what the fix prompt shows
     files: list[str] = field(default_factory=list)  # generated files the evidence points at

@@ -22,7 +22,6 @@ warning: torch warns "address already in use" about IPv6 on healthy machines.
 from __future__ import annotations
 
 import ast
-import getpass
 import importlib.util
 import os
 import re
@@ -88,7 +87,8 @@ def _first(pattern: re.Pattern[str], lines: Iterable[str]) -> str:
 
 # --- states of the machine that no edit cures --------------------------------------------------------------
 
-_NO_SPACE = re.compile(r"No space left on device|\[Errno 28\]|Disk quota exceeded|\[Errno 122\]|database or disk is full")
+_NO_SPACE = re.compile(r"No space left on device|\[Errno 28\]|Disk quota exceeded|\[Errno 122\]|"
+                       r"database or disk is full")
 _READ_ONLY = re.compile(r"Read-only file system|\[Errno 30\]")
 _DRIVER_TOO_OLD = re.compile(r"NVIDIA driver on your system is too old|CUDA driver version is insufficient|"
                              r"cudaErrorInsufficientDriver|CUDA_ERROR_SYSTEM_DRIVER_MISMATCH")
@@ -178,7 +178,7 @@ def _no_permission(lines: list[str], text: str, environ: Mapping[str, str]) -> s
         return ""
     found = _path_in(line)
     what = found or "a path this run uses"
-    return (f"this user ({getpass.getuser()}) may not write or open {what}: give it access (`ls -ld "
+    return (f"this user may not write or open {what}: give it access (`ls -ld "
             f"{PurePath(found).parent if found else '.'}` shows the owner and mode)")
 
 
@@ -236,7 +236,8 @@ def _missing_module(lines: list[str], text: str, folder: Path | None) -> Cause |
     if module != top and importlib.util.find_spec(top) is not None:
         return Cause(ENVIRONMENT, "missing_module", f"the installed `{top}` has no `{module}` (too old for this "
                                                     f"code?): `{python} -m pip install -U {top}`")
-    needs = f"{', '.join(researcher)} import(s) it" if researcher else "an installed package imports it, no file of the run"
+    needs = (f"{', '.join(researcher)} import(s) it" if researcher
+             else "an installed package imports it, no file of the run")
     return Cause(ENVIRONMENT, "missing_module", f"the module `{module}` is missing ({needs}): install the package "
                                                 f"that provides it (`{python} -m pip install {top}` for most)")
 

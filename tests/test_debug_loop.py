@@ -171,7 +171,8 @@ def test_machine_faults_stop_the_run_before_any_fix_and_resume_reaches_done(proj
 
     def stopped(outcome, says: str) -> None:
         assert outcome.status == "environment" and outcome.exit_code == 4, outcome.reason
-        assert says in outcome.reason and "`python -m orchestrator resume r1` runs runtime_check again" in outcome.reason
+        assert says in outcome.reason
+        assert "`python -m orchestrator resume r1` runs runtime_check again" in outcome.reason
         summary = run_summary(project, "r1")
         assert summary["next"] == ["runtime_check"] and says in summary["last_error"]
         assert "\n" not in summary["last_error"] and "fix" not in outcome.state["ledger"]

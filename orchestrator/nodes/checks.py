@@ -58,9 +58,8 @@ def record_check(state: RunState, ctx: RunContext, result: CheckResult) -> dict:
 def stop_for_the_machine(ctx: RunContext, result: CheckResult) -> None:
     """The check failed because of the machine: no fix is asked for; the run stops with the check still next."""
     resume = f"once it is done, `python -m orchestrator resume {ctx.run_id}` runs {result.check} again"
-    ctx.log.record(Event(ctx.run_id, result.check, "environment",
-                         "the failure's cause is the machine, not the code: a fix cannot repair it, so none is paid for",
-                         f"{result.summary}; {resume}"))
+    ctx.log.record(Event(ctx.run_id, result.check, ENVIRONMENT, "the failure's cause is the machine, not the "
+                         "code: a fix cannot repair it, so none is paid for", f"{result.summary}; {resume}"))
     raise MachineFault(f"{result.summary}; {resume}", result.to_evidence())
 
 
