@@ -145,7 +145,7 @@ def test_a_hopeless_loop_escalates_then_ends_blocked(project, tmp_path, httpserv
     assert len(fix_commits(project)) == 2
 
 
-LEFTOVER_PLUGIN = ("[torch.backends]\nnpu = torch_npu_missing:autoload\n")  # a torch device plugin, half uninstalled
+LEFTOVER_PLUGIN = "[torch.backends]\nnpu = torch_npu_missing:autoload\n"  # a torch device plugin, half uninstalled
 
 
 @pytest.mark.slow
