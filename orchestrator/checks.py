@@ -4,7 +4,9 @@ the behaviour probe on a real game), then a short training run.
 Each returns a `CheckResult` rather than raising. Generated code only ever runs in a subprocess.
 The evidence is what the fix prompt needs: the violations, or the last traceback plus the generated
 lines it points at, trimmed to fit a prompt. The fingerprint normalises that evidence (paths, line
-numbers, addresses, numbers, quoted values) so the same failure after a fix is recognised.
+numbers, addresses, numbers, quoted values) so the same failure after a fix is recognised. A failure
+whose cause is the machine (orchestrator.faults) is kind `environment`, its summary the line that says
+what to set or install: no fix can help it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from orchestrator.census import Census, census_env, read_census
 from orchestrator.config_file import accepted_values, load_config_class
 from orchestrator.execution import (ExecutionResult, execute, exit_after_done, last_traceback, launcher_failures,
                                     own_tracebacks, rank_errors, strip_progress_bars, tail)
+from orchestrator.faults import CODE, ENVIRONMENT, Cause, cause_of
 from orchestrator.logformat import LogFormat, read_log, sample_problems
 from orchestrator.roles import ConfigRoles, deliver, parses_command_line
 from orchestrator.rules import GENERATED_FILES, Violation, check_folder, errors
@@ -52,7 +55,7 @@ FAILURE_CLASSES = (
 class CheckResult:
     check: str  # rules | import_check | runtime_check
     passed: bool
-    kind: str = ""  # failure class: guard, import, shape_mismatch, ..., no_updates, non_finite
+    kind: str = ""  # failure class: guard, import, shape_mismatch, ..., no_updates, non_finite; environment
     summary: str = ""  # one line
     evidence: str = ""  # what the fix prompt shows
     files: list[str] = field(default_factory=list)  # generated files the evidence points at
@@ -111,12 +114,18 @@ def code_excerpts(traceback: str, folder: Path, context: int = 3) -> str:
 
 
 def _failure(check: str, result: ExecutionResult, folder: Path, what: str, logged_done: bool = False) -> CheckResult:
+    """A failed subprocess as a CheckResult: kind `environment` (summary: the remedy) when its cause is the
+    machine (orchestrator.faults), else the code's failure class, with any part the machine played stated."""
     stderr = strip_progress_bars(result.stderr)
-    traceback = last_traceback(stderr) or last_traceback(strip_progress_bars(result.stdout))
+    stdout = strip_progress_bars(result.stdout)
+    traceback = last_traceback(stderr) or last_traceback(stdout)
     # under a launcher, each rank's own error and the launcher's list of failed ranks (exit codes, signals)
     failures, ranks = launcher_failures(stderr), rank_errors(stderr)
+    origin = Cause(CODE) if result.timed_out else cause_of(stderr if stderr.strip() else stdout, folder)
     if result.timed_out:
         kind, summary = "timeout", f"{what} did not finish within the time limit ({result.seconds:.0f} s)"
+    elif origin.machine:
+        kind, summary = ENVIRONMENT, f"{what} failed because of the machine, not the code: {origin.remedy}"
     else:
         kind = classify_failure(traceback or stderr)
         last_line = (traceback or stderr).strip().splitlines()[-1:] or [f"exit code {result.returncode}"]
@@ -124,9 +133,11 @@ def _failure(check: str, result: ExecutionResult, folder: Path, what: str, logge
         summary = f"{what} failed{' after train.logs said done' if logged_done else ''}: {cause}"
     body = (ranks if failures else traceback) or tail(stderr, EVIDENCE_CHARS // 2)
     excerpts = code_excerpts(traceback, folder)
-    evidence = tail("\n\n".join(part for part in (body, excerpts and f"Relevant lines:\n{excerpts}") if part),
+    fact = origin.fact and f"On this machine: {origin.fact}."
+    evidence = tail("\n\n".join(part for part in (body, excerpts and f"Relevant lines:\n{excerpts}", fact) if part),
                     EVIDENCE_CHARS)
-    return CheckResult(check, False, kind, summary, evidence, implicated_files(traceback), result.seconds, body)
+    files = [] if origin.machine else implicated_files(traceback)
+    return CheckResult(check, False, kind, summary, evidence, files, result.seconds, body)
 
 
 def launch_probe_args(folder: Path, cli: bool | None = None) -> list[str]:

@@ -2,7 +2,8 @@
 
 Exit codes: 0 the run finished (done); 1 it ended blocked or failed; 2 bad input (missing source of
 truth, missing API key, unknown run or node); 3 stopped by the cost/token cap (resume with a higher
-cap); 130 interrupted (resume continues).
+cap); 4 stopped by a fault of the machine, not the code (`environment`: set or install what its reason
+says, then resume); 130 interrupted (resume continues).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def _progress() -> Iterator[Callable[[str], None]]:
 
 
 def _finish(outcome: RunOutcome) -> None:
-    colour = {"done": "green", "budget": "yellow"}.get(outcome.status, "red")
+    colour = {"done": "green", "budget": "yellow", "environment": "yellow"}.get(outcome.status, "red")
     console.print(f"[bold {colour}]{outcome.status}[/] run {outcome.run_id}: {outcome.reason or 'finished'}")
     console.print(f"  history: python -m orchestrator history {outcome.run_id}   "
                   f"status: python -m orchestrator status {outcome.run_id}")

@@ -147,13 +147,18 @@ _LAUNCHER_FAILURE = re.compile(r"CalledProcessError|ChildFailedError|accelerate/
 _RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:\s?", re.M)
 
 
+def unprefixed(text: str) -> str:
+    """`text` without the `[rankN]:` prefix torchrun puts on each line of a child's output."""
+    return _RANK_PREFIX.sub("", text)
+
+
 def last_traceback(text: str) -> str:
     """The last Python traceback in `text` that is not a launcher's report of a failed child ('' when none).
 
     Under `accelerate launch` or torchrun the child's traceback comes first and the launcher's own
     (`CalledProcessError`) last; torchrun prefixes each child line with `[rankN]:`, which is removed.
     """
-    found = tracebacks(_RANK_PREFIX.sub("", text))
+    found = tracebacks(unprefixed(text))
     own = [tb for tb in found if not _LAUNCHER_FAILURE.search(tb)]
     return (own or found or [""])[-1]
 
@@ -208,7 +213,7 @@ def launcher_failures(text: str) -> list[ChildFailure]:
 def own_tracebacks(text: str) -> list[str]:
     """Every traceback in `text` that is not a launcher's report of a failed child, `[rankN]:` prefixes
     removed, each once (ranks that fail alike print the same one)."""
-    return list(dict.fromkeys(tb for tb in tracebacks(_RANK_PREFIX.sub("", text)) if not _LAUNCHER_FAILURE.search(tb)))
+    return list(dict.fromkeys(tb for tb in tracebacks(unprefixed(text)) if not _LAUNCHER_FAILURE.search(tb)))
 
 
 def rank_errors(text: str) -> str:

@@ -1,8 +1,9 @@
-"""Named exits: the one place where limits are checked.
+"""Named exits: the one place where limits are checked, and the exceptions that stop a run at a node.
 
 A node that is about to spend tokens calls `ensure_budget` first. Exceeding a cap raises
 `BudgetExceeded` before any work starts, so the checkpoint still points at that node and
-`resume --max-cost/--max-tokens` re-enters it without re-paying for finished nodes.
+`resume --max-cost/--max-tokens` re-enters it without re-paying for finished nodes. A check whose
+failure is the machine's raises `MachineFault` the same way: `resume` re-runs the check, not a fix.
 """
 
 from __future__ import annotations
@@ -12,13 +13,25 @@ from orchestrator.state import Limits, RunState
 
 
 class RunStopped(Exception):
-    """Ends a run early with a status and a one-line reason."""
+    """Ends a run early with a status and a one-line reason (and the evidence that stopped it, if any)."""
 
     status = "failed"
+    evidence: dict | None = None
 
 
 class BudgetExceeded(RunStopped):
     status = "budget"
+
+
+class MachineFault(RunStopped):
+    """A check failed because of the machine, not the code (orchestrator.faults): no fix can help, so the run
+    stops before one is paid for, with the check still next: `resume` runs it again once the machine is right."""
+
+    status = "environment"
+
+    def __init__(self, reason: str, evidence: dict | None = None) -> None:
+        super().__init__(reason)
+        self.evidence = evidence
 
 
 def ensure_budget(state: RunState, limits: Limits, node: str) -> None:

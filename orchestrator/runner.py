@@ -41,8 +41,9 @@ from typing import Any, Callable, Iterator
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from orchestrator.actionlog import ActionLog, Event
-from orchestrator.checks import RuntimeCheckSpec
-from orchestrator.execution import execute
+from orchestrator.checks import EVIDENCE_CHARS, RuntimeCheckSpec
+from orchestrator.execution import execute, tail
+from orchestrator.faults import ENVIRONMENT, cause_of
 from orchestrator.formal import FormalSpec
 from orchestrator.graph import NODES, build_graph
 from orchestrator.halt import halt_point
@@ -52,14 +53,15 @@ from orchestrator.llm import LLMError, make_llm
 from orchestrator.page import Pipeline, write_page
 from orchestrator.plots import curves_section
 from orchestrator.runlock import WorkspaceBusy, WorkspaceLock, marked_process, run_processes, stop_processes
-from orchestrator.runs import FORMAL_JOB, RunSettings, SetupError, llm_paths, spent, to_disk, write_state
+from orchestrator.runs import (FORMAL_JOB, RunSettings, SetupError, evidence_lines, llm_paths, spent, to_disk,
+                               write_state)
 from orchestrator.state import SOURCE_FILES, Limits, RunContext, RunState, attempt_count
 from orchestrator.training_job import live_jobs
 from orchestrator.workspace import Workspace, WorkspaceError
 from orchestrator.rules import CONFIG_CLASS, config_fields
 from orchestrator.template import TemplateError, read_template
 
-EXIT_CODES = {"done": 0, "blocked": 1, "failed": 1, "budget": 3, "interrupted": 130}
+EXIT_CODES = {"done": 0, "blocked": 1, "failed": 1, "budget": 3, "environment": 4, "interrupted": 130}
 CRASHED = ("running", "interrupted")  # statuses a resume may find half-done work after
 SOURCE_CHECK_TIMEOUT_S = 120.0
 PAGE_LIVE_S = 10.0  # between two rewrites of report.html inside one node (a formal run training, say)
@@ -524,6 +526,7 @@ def _with_live_page(ctx: RunContext, settings: RunSettings, pipeline: Pipeline) 
 
 def _drive(settings: RunSettings, ctx: RunContext, graph_input: RunState | None, config: dict[str, Any]) -> RunOutcome:
     status, reason = "failed", ""
+    stopped_by: dict[str, Any] | None = None  # the evidence that stopped the run outside the graph's state
     finished = False
     with marked_process(settings.run_dir), open_graph(settings.run_dir) as graph, _stop_signals_interrupt():
         pipeline = Pipeline.of(graph.get_graph())
@@ -539,16 +542,14 @@ def _drive(settings: RunSettings, ctx: RunContext, graph_input: RunState | None,
             finished = True
             halt_point("graph_end", status)  # the graph has ended; run.json does not say so yet
         except RunStopped as exc:
-            status, reason = exc.status, str(exc)
+            status, reason, stopped_by = exc.status, str(exc), exc.evidence
         except LLMError as exc:
             status, reason = "failed", f"LLM error: {exc}"
         except KeyboardInterrupt as exc:
             how = f"stopped by {exc}" if isinstance(exc, _Terminated) else "interrupted by the user"
             status, reason = "interrupted", f"{how}; resume with `python -m orchestrator resume {settings.run_id}`"
-        except Exception as exc:  # a bug or an environment failure: keep the run resumable and say where to look
-            (settings.run_dir / "crash.log").write_text(traceback.format_exc())
-            status, reason = "failed", (f"{type(exc).__name__}: {exc}; traceback in {settings.run_dir / 'crash.log'}; "
-                                        f"resume with `python -m orchestrator resume {settings.run_id}`")
+        except Exception as exc:  # a bug or the machine's fault: keep the run resumable and say what to do
+            status, reason, stopped_by = unexpected_ending(ctx, exc)
         finally:
             leftovers = run_processes(settings.run_dir)
             if leftovers:  # an earlier process's job this one never adopted; nothing of a run outlives it
@@ -557,12 +558,29 @@ def _drive(settings: RunSettings, ctx: RunContext, graph_input: RunState | None,
             settings.save()
             ctx.log.record(Event(settings.run_id, "run", "stop", "the graph returned or stopped", f"{status}: {reason}"))
         snapshot = graph.get_state(thread(settings.run_id))
-        write_state(settings.run_dir, status, reason, snapshot.values, snapshot.next)
-        values = snapshot.values
+        values = {**snapshot.values, "evidence": stopped_by} if stopped_by else snapshot.values
+        write_state(settings.run_dir, status, reason, values, snapshot.next)
     if not finished:
         _write_report(ctx, values, status, reason)
     _write_page(settings, ctx.log, pipeline)
     return RunOutcome(settings.run_id, status, reason, dict(values))
+
+
+def unexpected_ending(ctx: RunContext, exc: BaseException) -> tuple[str, str, dict[str, Any] | None]:
+    """(status, reason, evidence) of a run stopped by an exception no node expected: the machine's fault (a full
+    disk, a read-only folder: `environment`, with the line that says what to do; orchestrator.faults) or a bug
+    (`failed`, its traceback in crash.log). The node that raised is still next, so `resume` runs it again."""
+    text = "".join(traceback.format_exception(exc))
+    resume = f"resume with `python -m orchestrator resume {ctx.run_id}`"
+    cause = cause_of(text, ctx.generated)
+    if cause.machine:
+        reason = f"the machine, not the code: {cause.remedy}; then {resume}"
+        ctx.log.record(Event(ctx.run_id, "run", ENVIRONMENT, "the orchestrator met a fault of the machine, not of "
+                             "the code: a fix cannot repair it, so none is paid for", reason))
+        return ENVIRONMENT, reason, {"check": "run", "kind": ENVIRONMENT, "summary": cause.remedy,
+                                     "text": tail(text, EVIDENCE_CHARS)}
+    (ctx.run_dir / "crash.log").write_text(text)
+    return "failed", f"{type(exc).__name__}: {exc}; traceback in {ctx.run_dir / 'crash.log'}; {resume}", None
 
 
 def _write_report(ctx: RunContext, values: RunState, status: str, reason: str) -> None:
@@ -577,5 +595,6 @@ def _write_report(ctx: RunContext, values: RunState, status: str, reason: str) -
              "| node | attempt | outcome | commit | tokens |", "|---|---|---|---|---|"]
     lines += [f"| {a['node']} | {a['attempt']} | {a['outcome']} | {(a.get('sha') or '-')[:10]} | {a['tokens']} |"
               for a in values.get("attempts") or []]
+    lines += evidence_lines(values.get("evidence"))
     lines += curves_section(ctx.run_dir)
     write_atomic(ctx.run_dir / "report.md", "\n".join(lines) + "\n")

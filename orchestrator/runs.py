@@ -110,6 +110,14 @@ def spent(state: Mapping[str, Any]) -> tuple[int, float]:
     return int(sum(r.get("tokens", 0) for r in rows)), float(sum(r.get("cost_usd", 0.0) for r in rows))
 
 
+def evidence_lines(evidence: Mapping[str, Any] | None) -> list[str]:
+    """report.md's section on the evidence a stopped run ended with ([] when there is none)."""
+    if not evidence:
+        return []
+    return ["", f"## Last evidence ({evidence.get('check')})", "", evidence.get("summary", ""), "", "```",
+            evidence.get("text", ""), "```"]
+
+
 def list_runs(project_root: Path) -> list[RunSettings]:
     """Every run, oldest first; a run.json that says running while no process holds the workspace is
     shown as `crashed`, a damaged one as `damaged`."""

@@ -38,7 +38,7 @@ def merge_ledger(left: dict[str, dict[str, Any]], right: dict[str, dict[str, Any
 class RunState(TypedDict, total=False):
     run_id: str
     until: str  # stop once this node has passed ("" = the whole pipeline)
-    status: str  # running | done | blocked | budget | failed
+    status: str  # running | done | blocked | budget | failed | environment (the machine, not the code)
     exit_reason: str  # one line: why the run stopped
     probe: dict[str, Any]  # ProbeResult.to_dict()
     roles: dict[str, Any]  # ConfigRoles.to_dict(): the config's fields by role, and how values reach train.py

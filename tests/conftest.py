@@ -150,6 +150,28 @@ def into_first_hole(code: str) -> Callable[[Path], None]:
 
 
 @pytest.fixture
+def read_only_mount():
+    """Mounts an empty read-only tmpfs on a folder, a real read-only file system (needs root: the test is skipped
+    elsewhere); each is unmounted at the end, if the test has not done so."""
+    mounted: list[Path] = []
+
+    def mount(folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)],
+                                  capture_output=True, text=True)
+        except OSError as exc:
+            pytest.skip(f"no mount here ({exc})")
+        if done.returncode != 0:
+            pytest.skip(f"a read-only mount needs root: {done.stderr.strip()}")
+        mounted.append(folder)
+        return folder
+    yield mount
+    for folder in mounted:
+        subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+@pytest.fixture
 def generated_dir(tmp_path: Path) -> Path:
     return copy_generated_set(tmp_path / "generated")
 

@@ -1,6 +1,7 @@
 """Debug loops with real subprocess checks: the real traceback reaches the fix prompt, the fix is an
 edit, it is committed, the check passes; protected files are refused; a hopeless loop ends blocked."""
 
+import os
 from pathlib import Path
 
 import git
@@ -9,10 +10,12 @@ from conftest import REFERENCE, file_answer, roles_reply
 from messages_api import ScriptedServer
 
 from orchestrator.checks import RuntimeCheckSpec
+from orchestrator.journal import Journal
 from orchestrator.runner import start_run
 from orchestrator.state import Limits
 
 GENERATION = [("helpers.py",), ("prompt_template.py",), ("train.py",), ("launch_training.sh",)]
+GENERATION_TAGS = ["generate_helpers", "generate_prompts", "generate_train", "generate_launch"]
 
 
 def generation_replies(tmp_path: Path, **replace: tuple[str, str]) -> list[str]:
@@ -140,3 +143,72 @@ def test_a_hopeless_loop_escalates_then_ends_blocked(project, tmp_path, httpserv
     report = (project / "runs/r1/report.md").read_text()
     assert "blocked" in report and "No module named 'prompt_templates'" in report
     assert len(fix_commits(project)) == 2
+
+
+LEFTOVER_PLUGIN = "[torch.backends]\nnpu = torch_npu_missing:autoload\n"  # a torch device plugin, half uninstalled
+
+
+@pytest.mark.slow
+def test_machine_faults_stop_the_run_before_any_fix_and_resume_reaches_done(project, tmp_path, monkeypatch,
+                                                                             quick_runtime):
+    """Real faults of the machine met by the runtime check's real launch, one per run or resume: an empty
+    OMP_NUM_THREADS (accelerate cannot read it), a leftover torch plugin whose module is not installed, the
+    rendezvous port of a two-node job held by another process. Each ends the run `environment` (exit code 4)
+    with a one-line remedy and no LLM call; each resume runs the runtime check again, not a fix; with the
+    machine right, the resume reaches done, and the transcript's fix reply is never used."""
+    import socket
+
+    import orchestrator.checks
+    from conftest import reference_replies, write_transcript
+
+    from orchestrator.actionlog import ActionLog
+    from orchestrator.runner import resume_run
+    from orchestrator.runs import run_summary
+
+    fix = {"tag": "fix", "text": edit("train.py", "import json", "import json  # never needed"),
+           "usage": {"input_tokens": 9000, "output_tokens": 500}}
+    llm = write_transcript(tmp_path / "t.json", reference_replies() + [fix])
+
+    def stopped(outcome, says: str) -> None:
+        assert outcome.status == "environment" and outcome.exit_code == 4, outcome.reason
+        assert says in outcome.reason
+        assert "`python -m orchestrator resume r1` runs runtime_check again" in outcome.reason
+        summary = run_summary(project, "r1")
+        assert summary["next"] == ["runtime_check"] and says in summary["last_error"]
+        assert "\n" not in summary["last_error"] and "fix" not in outcome.state["ledger"]
+        assert says in (project / "runs/r1/report.md").read_text()
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "")
+    stopped(start_run(project, llm=llm, run_id="r1", runtime_check=quick_runtime, until="runtime_check"),
+            "`export OMP_NUM_THREADS=1`")
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    plugin = tmp_path / "plugin" / "npu_plugin-1.0.dist-info"
+    plugin.mkdir(parents=True)
+    (plugin / "METADATA").write_text("Metadata-Version: 2.1\nName: npu-plugin\nVersion: 1.0\n")
+    (plugin / "entry_points.txt").write_text(LEFTOVER_PLUGIN)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(plugin.parent), os.environ.get("PYTHONPATH", "")]))
+    stopped(resume_run(project, "r1"), "the module `torch_npu_missing` is missing")
+
+    monkeypatch.setenv("PYTHONPATH", os.environ["PYTHONPATH"].split(os.pathsep, 1)[1])
+    for name, value in (("SLURM_NNODES", "2"), ("GRPO_PER_NODE", "1"), ("SLURM_NODEID", "0")):  # node 0 of two
+        monkeypatch.setenv(name, value)
+    with socket.socket() as holder:
+        holder.bind(("0.0.0.0", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        monkeypatch.setattr(orchestrator.checks, "free_port", lambda: port)
+        stopped(resume_run(project, "r1"), f"port {port} is held by another process")
+
+    for name in ("SLURM_NNODES", "GRPO_PER_NODE", "SLURM_NODEID"):
+        monkeypatch.delenv(name)
+    done = resume_run(project, "r1")
+    assert done.status == "done", done.reason
+    assert "fix" not in done.state["ledger"] and not any(a["node"] == "fix" for a in done.state["attempts"])
+    events = ActionLog(project / "claude.logs", project / "runs/r1").events()
+    checks = [e.node for e in events if e.action == "check"]
+    assert checks == ["rules", "import_check", "runtime_check", "runtime_check", "runtime_check", "runtime_check"]
+    machine = [e for e in events if e.action == "environment"]
+    assert len(machine) == 3 and all("none is paid for" in e.reason for e in machine)
+    answers = Journal(project / "runs/r1/journal.jsonl").records("llm_answer")
+    assert [a["tag"] for a in answers] == ["map_roles", *GENERATION_TAGS]

@@ -190,6 +190,24 @@ def test_budget_stops_at_a_node_boundary_and_resume_with_a_higher_cap_continues(
     assert resumed.state["ledger"]["map_roles"]["calls"] == 1
 
 
+def test_a_read_only_folder_the_orchestrator_writes_ends_environment_and_resume_continues(project: Path,
+                                                                                           tmp_path: Path,
+                                                                                           read_only_mount):
+    """A fault of the machine met by the orchestrator itself (setup copies the source of truth into a folder on a
+    read-only file system) is the machine's too: status `environment`, the line to act on, no crash.log; once
+    the folder is writable, resume runs the node again."""
+    generated = read_only_mount(project / "workspace" / "generated")
+    outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
+    assert outcome.status == "environment" and outcome.exit_code == 4, outcome.reason
+    assert f"{generated}/" in outcome.reason and "is on a read-only file system: remount it writable" in outcome.reason
+    assert not (project / "runs/r1/crash.log").exists()
+    assert "read-only file system" in (project / "runs/r1/state.json").read_text()  # `status` shows it as last error
+    subprocess.run(["umount", str(generated)], check=True)
+    resumed = resume_run(project, "r1")
+    assert resumed.status == "done", resumed.reason
+    assert (project / "workspace/generated/helpers.py").read_text() == (REFERENCE / "helpers.py").read_text()
+
+
 def test_resume_from_a_node_redoes_only_that_node_and_what_follows(project: Path, tmp_path: Path):
     start_run(project, llm=write_transcript(tmp_path / "t.json", reference_replies()), run_id="r1")
     (project / "workspace/generated/train.py").unlink()  # so the step does not skip

@@ -1,6 +1,8 @@
 """rules, import_check, runtime_check: run a check, log it, leave evidence for fix or clear it.
 
 A check that fails once its fix budget is spent ends the run `blocked`, with the evidence in the report.
+A check that fails because of the machine (kind `environment`) ends the run `environment` at once, with
+the line that says what to set or install; no fix is asked for, and `resume` runs the check again.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from langgraph.runtime import Runtime
 from orchestrator.actionlog import Event
 from orchestrator.checks import (CheckResult, judge_short_run, launch_probe_args, run_guards, run_import_check,
                                  short_run, unset_roles_note)
+from orchestrator.faults import ENVIRONMENT
+from orchestrator.limits import MachineFault
 from orchestrator.llm import LLMError
 from orchestrator.nodes.logformat import known_format, learn_log_format, unread_log
 from orchestrator.roles import CLI, ConfigRoles
@@ -38,6 +42,8 @@ def record_check(state: RunState, ctx: RunContext, result: CheckResult) -> dict:
     ctx.on_event(f"{result.check}: {outcome} ({result.seconds:.1f} s)")
     if result.passed:
         return {"evidence": None}
+    if result.kind == ENVIRONMENT:
+        stop_for_the_machine(ctx, result)
     update: dict = {"evidence": result.to_evidence()}
     used = fixes_for(state, result.check)
     if used >= ctx.limits.max_attempts_per_check:
@@ -48,6 +54,14 @@ def record_check(state: RunState, ctx: RunContext, result: CheckResult) -> dict:
                    "exit_reason": f"{result.check}: the same failure survived {STUBBORN_ESCALATIONS} escalated fixes "
                                   f"(every file shown, what was tried listed); stopping early: {result.summary}"}
     return update
+
+
+def stop_for_the_machine(ctx: RunContext, result: CheckResult) -> None:
+    """The check failed because of the machine: no fix is asked for; the run stops with the check still next."""
+    resume = f"once it is done, `python -m orchestrator resume {ctx.run_id}` runs {result.check} again"
+    ctx.log.record(Event(ctx.run_id, result.check, ENVIRONMENT, "the failure's cause is the machine, not the "
+                         "code: a fix cannot repair it, so none is paid for", f"{result.summary}; {resume}"))
+    raise MachineFault(f"{result.summary}; {resume}", result.to_evidence())
 
 
 STUBBORN_ESCALATIONS = 2  # escalated fixes that left the very same failure: more would only cost tokens

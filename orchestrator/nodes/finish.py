@@ -6,7 +6,7 @@ from langgraph.runtime import Runtime
 
 from orchestrator.actionlog import Event
 from orchestrator.plots import curves_section
-from orchestrator.runs import spent
+from orchestrator.runs import evidence_lines, spent
 from orchestrator.state import RunContext, RunState
 
 
@@ -25,9 +25,8 @@ def finish(state: RunState, runtime: Runtime[RunContext]) -> dict:
         lines += ["", "## Formal runs stopped, refused or not run as planned", ""]
         lines += [f"- formal_train attempt {a['attempt']}: **{a['anomaly']['kind']}**: {a['anomaly']['summary']}"
                   for a in anomalies]
-    evidence = state.get("evidence")
-    if status != "done" and evidence:
-        lines += ["", f"## Last evidence ({evidence.get('check')})", "", "```", evidence.get("text", ""), "```"]
+    if status != "done":
+        lines += evidence_lines(state.get("evidence"))
     lines += curves_section(ctx.run_dir)
     ctx.run_dir.mkdir(parents=True, exist_ok=True)
     (ctx.run_dir / "report.md").write_text("\n".join(lines) + "\n")

@@ -43,7 +43,7 @@ PAGE_NAME = "report.html"
 REFRESH_S = 15
 PREVIEW_LINES = 8  # the end of a long evidence text (the exception, the lines it points at), shown unexpanded
 OPEN_DIFF_LINES = 40  # diffs up to this many changed lines are shown open
-ENDED = ("done", "blocked", "failed", "budget")
+ENDED = ("done", "blocked", "failed", "budget", "environment")
 _TEMPLATE = Path(__file__).with_name("report.html.j2")
 
 
