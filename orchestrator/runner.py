@@ -543,8 +543,9 @@ def _drive(settings: RunSettings, ctx: RunContext, graph_input: RunState | None,
             halt_point("graph_end", status)  # the graph has ended; run.json does not say so yet
         except RunStopped as exc:
             status, reason, stopped_by = exc.status, str(exc), exc.evidence
-        except LLMError as exc:
+        except LLMError as exc:  # no answer: the run's last error says why (what a node asked about, and the API's word)
             status, reason = "failed", f"LLM error: {exc}"
+            stopped_by = {"check": "LLM", "summary": reason}
         except KeyboardInterrupt as exc:
             how = f"stopped by {exc}" if isinstance(exc, _Terminated) else "interrupted by the user"
             status, reason = "interrupted", f"{how}; resume with `python -m orchestrator resume {settings.run_id}`"

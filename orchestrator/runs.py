@@ -177,9 +177,7 @@ def state_record(run_dir: Path, status: str, exit_reason: str, values: Mapping[s
     formal_log_dir = values.get("formal_log_dir") or ""
     return {"status": status, "exit_reason": exit_reason, "next": list(next_nodes),
             "attempts": list(values.get("attempts") or []), "skipped": list(values.get("skipped") or []),
-            "ledger": dict(values.get("ledger") or {}),
-            # a run that failed outside any check (the LLM gave no answer) has its reason as its last error
-            "last_error": exit_reason if status == "failed" and exit_reason else evidence.get("summary", ""),
+            "ledger": dict(values.get("ledger") or {}), "last_error": evidence.get("summary", ""),
             "last_evidence": {k: evidence.get(k, "") for k in ("check", "kind", "summary", "text")} if evidence else {},
             "formal_log_dir": formal_log_dir, "log_format": values.get("log_format") or {},
             "latest_metrics": latest_formal_metrics(run_dir, formal_log_dir, values.get("log_format")),

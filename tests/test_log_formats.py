@@ -301,7 +301,7 @@ def test_with_no_format_answer_the_run_stops_on_what_the_guess_found_in_train_lo
     log_path = tmp_path / "run/runtime_check/logs/train.logs"
     claude_logs = (tmp_path / "claude.logs").read_text()
     first_line = json.dumps(log.splitlines()[0])
-    last_error = state_record(tmp_path / "run", "failed", reason, {}, [])["last_error"]
+    last_error = state_record(tmp_path / "run", "failed", reason, {"evidence": {"summary": reason}}, [])["last_error"]
     for said in (last_error, reason):  # what `status` and report.md show
         assert found in said and str(log_path) in said and first_line in said
     assert "no log-format answer: replay transcript has no reply #1 for 'log_format'" in reason
