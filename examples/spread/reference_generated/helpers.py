@@ -15,10 +15,13 @@ geometry lives in the private functions at the bottom.
 Game facts the helpers rely on: an agent is a disc of radius 0.15 with momentum. Each turn its position
 moves by 0.1 x its velocity, then the velocity loses a quarter and a push (LEFT, RIGHT, DOWN or UP) adds
 0.5 along that axis. So a push shows in the position only from the next turn on, and an agent that stops
-pushing coasts on: from velocity v it comes to rest 0.4 x v further (its resting point). The helpers steer
-by that resting point, which keeps them from overshooting. Each turn the team is paid minus the sum, over
-landmarks, of the distance from the landmark to its closest agent, and an agent pays 1 for every other
-agent it overlaps (centres closer than 0.3). A landmark is covered when an agent is within 0.1 of it.
+pushing coasts on: from velocity v it comes to rest 0.4 x v further (its resting point). A push moves the
+resting point by 0.2, so an agent can stop only on a grid of 0.2 around where it started: within about 0.14
+of a chosen point, not always within 0.1. The helpers steer by the resting point, which keeps them from
+overshooting, and count a target as reached once the agent is within 0.15 of it and no push would bring
+its resting point closer. Each turn the team is paid minus the sum, over landmarks, of the distance from
+the landmark to its closest agent, and an agent pays 1 for every other agent it overlaps (centres closer
+than 0.3). The game counts a landmark as covered when an agent is within 0.1 of it.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ PUSH = {NO_OP: (0.0, 0.0), LEFT: (-1.0, 0.0), RIGHT: (1.0, 0.0), DOWN: (0.0, -1.
 COAST = 0.4  # resting point = position + COAST * velocity (0.1 per turn, the velocity decaying by 0.75)
 PUSH_REACH = 0.2  # how far one push moves the resting point: 0.5 of velocity, coasted
 COVER_RADIUS = 0.1  # a landmark is covered by an agent this close (MPE's capture radius)
+ARRIVED = 0.15  # reached: this close, and no push brings the resting point closer (it moves on a 0.2 grid)
 CONTACT = 0.3  # two agents overlap when their centres are closer than this (two radii of 0.15)
 AT_REST = 0.05  # speed below which an agent counts as stopped
 
@@ -73,7 +77,8 @@ def observation_to_text(env: SpreadGame, agent_id: int) -> str:
 def move_toward(env: SpreadGame, agent_id: int, x: float, y: float) -> bool:
     """Push towards the point (x, y): the push that brings the agent's resting point closest to it.
 
-    True when the agent is within 0.1 of (x, y) and comes to rest there; False while on the way."""
+    True when the agent is within 0.15 of (x, y) and no push would bring its resting point closer (it stops
+    as close as its pushes allow); False while on the way."""
     target = np.array([_as_float("x", x), _as_float("y", y)])
     here, velocity = env.position(agent_id), env.velocity(agent_id)
     action = _steer(here, velocity, target)
@@ -84,7 +89,8 @@ def move_toward(env: SpreadGame, agent_id: int, x: float, y: float) -> bool:
 def go_to_landmark(env: SpreadGame, agent_id: int, landmark: int) -> bool:
     """Push towards landmark number `landmark` (its number in the observation, 0 to N-1).
 
-    True when the agent covers it (within 0.1) and comes to rest there; False while on the way."""
+    True when the agent is within 0.15 of it and no push would bring its resting point closer (it stops as
+    close as its pushes allow); False while on the way."""
     landmarks = env.landmarks()
     target = landmarks[_as_index("landmark", landmark, len(landmarks))]
     here, velocity = env.position(agent_id), env.velocity(agent_id)
@@ -96,7 +102,8 @@ def go_to_landmark(env: SpreadGame, agent_id: int, landmark: int) -> bool:
 def go_to_nearest_landmark(env: SpreadGame, agent_id: int) -> bool:
     """Push towards the landmark nearest to the agent, whoever else is heading there.
 
-    True when the agent covers it (within 0.1) and comes to rest there; False while on the way."""
+    True when the agent is within 0.15 of it and no push would bring its resting point closer (it stops as
+    close as its pushes allow); False while on the way."""
     here, velocity = env.position(agent_id), env.velocity(agent_id)
     target = min(env.landmarks(), key=lambda point: _distance(here, point))
     action = _steer(here, velocity, target)
@@ -109,7 +116,8 @@ def cover_assigned_landmark(env: SpreadGame, agent_id: int) -> bool:
     positions: the pairing of agents with landmarks whose total distance is smallest. When every agent uses
     it, each landmark gets its own agent and nobody collides on the way.
 
-    True when the agent covers its landmark (within 0.1) and comes to rest there; False while on the way."""
+    True when the agent is within 0.15 of its landmark and no push would bring its resting point closer;
+    False while on the way."""
     agents = [env.position(i) for i in range(env.num_agents)]
     landmarks = env.landmarks()
     target = landmarks[_best_pairing(agents, landmarks)[agent_id]]
@@ -183,8 +191,9 @@ def _steer(here: np.ndarray, velocity: np.ndarray, target: np.ndarray) -> int:
 
 
 def _settles_at(here: np.ndarray, velocity: np.ndarray, action: int, target: np.ndarray) -> bool:
+    """Reached: no push was needed (`_steer` chose NO_OP), and the agent and its resting point are close."""
     rest = _rest_point(here, velocity, action)
-    return _distance(here, target) < COVER_RADIUS and _distance(rest, target) < COVER_RADIUS
+    return action == NO_OP and _distance(here, target) < ARRIVED and _distance(rest, target) < ARRIVED
 
 
 def _best_pairing(agents: list[np.ndarray], landmarks: list[np.ndarray]) -> tuple[int, ...]:
