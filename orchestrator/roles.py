@@ -174,7 +174,7 @@ _HINTS: dict[str, tuple[tuple[frozenset[str], ...], frozenset[str]]] = {
                     frozenset({"completion", "length"}), frozenset({"new", "tokens"})),
                    frozenset({"prompt", "thinking", "think"})),
     "micro_batch": ((frozenset({"micro", "batch"}), frozenset({"per", "device", "batch"}),
-                     frozenset({"train", "batch"}), frozenset({"batch", "size"})),
+                     frozenset({"train", "batch"}), frozenset({"batch", "size"}), frozenset({"minibatch", "size"})),
                     frozenset({"eval", "generation", "rollout"})),
     "accumulation_steps": ((frozenset({"accumulation"}), frozenset({"accum"})), frozenset()),
     "precision": ((frozenset({"bf16"}), frozenset({"bfloat16"}), frozenset({"dtype"}), frozenset({"precision"})),

@@ -11,7 +11,7 @@ import pytest
 from orchestrator.demo import example
 from orchestrator.helper_docs import helper_readme, rendered_docs, stale_docs
 
-EXAMPLES = ("cleanup", "staghunt")
+EXAMPLES = ("cleanup", "staghunt", "spread")
 
 UNSEEN = '''"""Helpers for a game of boats on a lake. Positions are (lat, lon)."""
 

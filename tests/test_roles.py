@@ -29,6 +29,11 @@ EXPECTED = {  # role -> field, as a reader of each example's template would map 
                  "thinking_cap": "max_completion_length", "action_cap": "max_completion_length",
                  "micro_batch": "per_device_train_batch_size", "log_folder": None, "output_folder": "output_dir",
                  "sample_every": "sample_every", "kl_coef": "beta", "precision": "bf16"},
+    "spread": {"model": "policy_model", "episodes_total": None, "updates_total": "train_iterations",
+               "group_generations": "rollouts_per_group", "episode_turns": "episode_length", "agent_count": "n_agents",
+               "thinking_cap": "max_new_tokens_think", "action_cap": "max_new_tokens_act",
+               "micro_batch": "minibatch_size", "log_folder": None, "output_folder": "output_dir",
+               "sample_every": "sample_every_episodes", "kl_coef": "kl_beta", "precision": "use_bf16"},
 }
 
 

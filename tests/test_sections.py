@@ -13,6 +13,8 @@ EXAMPLES = {
     "cleanup": (ROOT / "source_of_truth/grpo_template.py", ROOT / "examples/cleanup/reference_generated/train.py"),
     "staghunt": (ROOT / "examples/staghunt/source_of_truth/grpo_template.py",
                  ROOT / "examples/staghunt/reference_generated/train.py"),
+    "spread": (ROOT / "examples/spread/source_of_truth/grpo_template.py",
+               ROOT / "examples/spread/reference_generated/train.py"),
 }
 TEMPLATE = """\
 import os
