@@ -4,6 +4,7 @@ interpreter), and whether its verdict is the same run after run.
 
     python benchmarks/check_bench.py [--repeats 3]
     python benchmarks/check_bench.py --verdicts --repeats 20
+    python benchmarks/check_bench.py --examples spread --repeats 10   # one example
 
 Prints, per example, the median wall-clock seconds and the median CPU seconds of the whole command
 (children included), so the figure holds on a busy machine too, and the load average while it ran.
@@ -55,9 +56,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--verdicts", action="store_true", help="add a helper whose return depends on the state")
+    parser.add_argument("--examples", default="cleanup,staghunt,spread")
     args = parser.parse_args()
     print(f"{'example':<10} {'wall s (median)':>16} {'cpu s (median)':>15} {'load':>5} {'verdicts':>9}  runs (wall s)")
-    for name in ("cleanup", "staghunt"):
+    for name in args.examples.split(","):
         ex = example(name)
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp) / "generated"

@@ -25,7 +25,7 @@ from orchestrator.rules.probe.game import choose, default_recipe, import_apart, 
 from orchestrator.rules.recorded_launch import check_recorded_launch, probe_args
 from orchestrator.template import read_sections
 
-EXAMPLES = ["cleanup", "staghunt"]
+EXAMPLES = ["cleanup", "staghunt", "spread"]
 
 
 # ---------------------------------------------------------------- what each example's own files say
@@ -55,17 +55,28 @@ def stepper(folder: Path) -> str:
     return learned(folder).stepper
 
 
+def helper_bodies(folder: Path) -> list[tuple[ast.FunctionDef, list[ast.stmt]]]:
+    """The reference set's action helpers, each with its body (docstring aside)."""
+    return [(node, [s for s in node.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))])
+            for node in ast.parse(read(folder, "helpers.py")).body
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_") and node.name != "observation_to_text"]
+
+
 def simple_helper(folder: Path) -> str:
-    """The reference helper with the shortest body that ends `return True` (stay, wait, push)."""
-    found = []
-    for node in ast.parse(read(folder, "helpers.py")).body:
-        body = [s for s in getattr(node, "body", [])
-                if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_") and body \
-                and ast.unparse(body[-1]) == "return True":
-            found.append((len(body), node.name))
+    """The reference helper called as NAME(env, agent_id) with the shortest body, one ending `return True` first
+    (stay, wait)."""
+    found = [(ast.unparse(body[-1]) != "return True", len(body), node.name) for node, body in helper_bodies(folder)
+             if len(node.args.args) == 2 and body]
+    assert found, "no helper takes only (env, agent_id)"
+    return min(found)[2]
+
+
+def truthy_helper(folder: Path) -> str:
+    """The reference helper with the shortest body that ends `return True`."""
+    found = [(len(body), node.name) for node, body in helper_bodies(folder)
+             if body and ast.unparse(body[-1]) == "return True"]
     assert found, "no helper ends with return True"
-    return min(found, key=lambda f: f[0])[1]
+    return min(found)[1]
 
 
 def function_node(text: str, name: str) -> ast.FunctionDef:
@@ -139,15 +150,15 @@ def library_method(folder: Path) -> str:
     raise AssertionError("the game reaches no library class")
 
 
-def fixed_attribute(folder: Path) -> str:
-    """A public int attribute of the game that playing never changes (a size, a horizon)."""
+def fixed_attribute(folder: Path) -> str | None:
+    """A public int attribute of the game that playing never changes (a size, a horizon), if any."""
     play = learned(folder)
     game = play.start.build()
     before = dict(vars(game))
     for turn in range(3):
         play.play_turn(game, turn)
-    return next(k for k, v in before.items() if not k.startswith("_") and type(v) is int and vars(game)[k] == v
-                and "agent" not in k)
+    return next((k for k, v in before.items() if not k.startswith("_") and type(v) is int and vars(game)[k] == v
+                 and "agent" not in k), None)
 
 
 def cap_field(folder: Path) -> str:
@@ -252,11 +263,14 @@ def game_patch_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
 def helpers_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
     """Helpers with side effects, an action the game refuses, a truthy int, a crash, a hidden call."""
     setter, action = setter_and_action(folder)
-    step, easy = stepper(folder), simple_helper(folder)
+    step, easy, truthy = stepper(folder), simple_helper(folder), truthy_helper(folder)
     append("helpers.py", lambda f: f"""def dash(env, agent_id) -> bool:
-    cells = next(v for v in vars(env).values() if isinstance(v, list) and v
-                 and all(isinstance(c, tuple) and len(c) == 2 for c in v))
-    cells[agent_id] = (cells[agent_id][0] + 1, cells[agent_id][1])
+    cells = next((v for v in vars(env).values() if isinstance(v, list) and v
+                  and all(isinstance(c, tuple) and len(c) == 2 for c in v)), None)
+    if cells is None:  # no list of cells: a setting of the game changed instead
+        {f"env.{fixed_attribute(f)} += 1" if fixed_attribute(f) else "raise AssertionError('no setting to change')"}
+    else:
+        cells[agent_id] = (cells[agent_id][0] + 1, cells[agent_id][1])
     return True
 
 
@@ -286,14 +300,14 @@ _STEPS = [{easy}]
 def relay_all(env, agent_id) -> bool:
     return all(step(env, agent_id) for step in _STEPS)""")(folder)
     def truthy_int(text: str) -> str:
-        node = function_node(text, easy).body[-1]
+        node = function_node(text, truthy).body[-1]
         lines = text.split("\n")
         lines[node.lineno - 1] = lines[node.lineno - 1].replace("return True", "return 1")
         return "\n".join(lines)
     edit_file(folder, "helpers.py", truthy_int)
     return [("helper-side-effect", ("dash",)), ("helper-acts-for-others", ("rally",)),
             ("helper-advances-game", ("rush",)), ("helper-invalid-action", ("leap",)),
-            ("helper-returns-non-bool", (easy,)), ("helper-raises", ("idle_around",)),
+            ("helper-returns-non-bool", (truthy,)), ("helper-raises", ("idle_around",)),
             ("helper-calls-helper", (easy, "relay_all"))]
 
 

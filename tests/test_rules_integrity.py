@@ -17,7 +17,7 @@ from orchestrator.rules import check_folder, errors
 from orchestrator.rules.integrity import generic_names
 from orchestrator.rules.static import action_menus
 
-EXAMPLES = ["cleanup", "staghunt"]
+EXAMPLES = ["cleanup", "staghunt", "spread"]
 
 
 

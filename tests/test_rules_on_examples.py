@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from conftest import edit_file, example_generated
 from orchestrator.rules import errors, check_folder
 from orchestrator.template import marker_kind, read_sections, read_template
 
-EXAMPLES = ["cleanup", "staghunt"]
+EXAMPLES = ["cleanup", "staghunt", "spread"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -103,13 +104,24 @@ def test_the_reference_set_passes_check(tmp_path: Path, name: str) -> None:
     assert "all checks pass" in result.stdout
 
 
+def consequences(folder: Path, rule: str) -> set[str]:
+    """Rules a mutant also breaks by the example's layout: the last CUSTOMIZE hole left unfilled also drops the
+    dispatch where that hole holds it (one hole for the parsing and the dispatch, as the spread template has)."""
+    if rule != "customize-hole-unfilled":
+        return set()
+    hole = [s for s in read_sections((folder / "train.py").read_text()) if s.kind == "customize"][-1]
+    runs_helpers = any(isinstance(k, ast.keyword) and k.arg is None for k in ast.walk(ast.parse(textwrap.dedent(hole.text))))
+    return {"dispatch-bypasses-helpers"} if runs_helpers else set()
+
+
 @pytest.mark.parametrize("rule", sorted(MUTANTS))
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_each_rule_flags_its_mutant(tmp_path: Path, name: str, rule: str) -> None:
     folder, source = example_generated(tmp_path, name)
+    also = consequences(folder, rule)
     MUTANTS[rule](folder)
     found = sorted({v.rule for v in errors(check_folder(folder, source))})
-    assert found == [rule]
+    assert found == sorted({rule} | also)
 
 
 def test_check_on_an_unreadable_template_is_one_line(tmp_path: Path) -> None:
