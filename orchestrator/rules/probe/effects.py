@@ -1,15 +1,20 @@
-"""What the generated helpers, dispatch and prompts do, judged on copies of real game states.
+"""What the generated helpers, dispatch and prompts do, judged on copies of real game states (made the way
+verified on this game: `replicas`) and over one whole episode on the training's own game.
 
 Each rule is the running side of a line of the brief:
 - helper-returns-non-bool, helper-raises ("returns whether the task completed"): each action helper,
   called as NAME(game, agent_id, **args) on copies of real states with arguments guessed from its
   annotations, the game's actions and the prompts, returns a real bool; a ValueError or TypeError for
   guessed arguments is the contract's way to refuse them, anything else is a bug.
+- helper-too-slow: a helper call returns within CALL_SECONDS (the training calls one per agent per turn).
 - helper-calls-helper ("no helper calling another helper"): no public helper runs while another one
   runs (a profiler sees every call, however it was reached).
 - helper-side-effect, helper-acts-for-others, helper-advances-game ("Each function abstracts low-level
   actions"; `env.step()` plays every agent's chosen action at once): a helper changes nothing of the
   game but its own agent's pending action: not the board, not another agent's action, not the turn.
+  Judged on copies of a few states, then over a whole short episode on one game object built by the
+  training's factory (every turn every agent calls a helper, then the game steps), where state a helper
+  keeps between calls and paths only later turns reach show.
 - helper-invalid-action ("abstracts low-level actions": the game's own): the action a helper leaves is
   one the game's setter accepts, and a helper that only ever fails because the game refuses the
   action it sets (a helper without arguments: that fails so at all) is flagged.
@@ -17,14 +22,16 @@ Each rule is the running side of a line of the brief:
   training's observation text contains observation_to_text's.
 - prompt-missing-observation, prompt-missing-thinking, prompt-missing-helper-menu,
   prompt-wrong-agent-id (Step 2: "Available high-level actions with signatures", "given reasoning,
-  output ONE action call", the JSON form with the agent's id): the prompts the training renders hold
-  the observation (both stages), Stage 1's output (Stage 2), every helper's name (Stage 2) and
+  output ONE action call", the JSON form with the agent's id): the prompts the training renders, in the
+  order it renders them (every agent's Stage 1, then every agent's Stage 2), hold the agent's own
+  observation (both stages), its own Stage-1 output (Stage 2), every helper's name (Stage 2) and required
   parameters (either stage), and an "agent_id" example equal to the agent's own id.
-- dispatch-wrong-helper, dispatch-accepts-raw-action ("parse JSON action → call the right helper
-  function"): the CUSTOMIZE function that, given (game, call), runs a helper is the dispatch; a call
-  naming an offered helper runs that helper and no other, and does what calling it directly does (for
-  that agent, with its result); a call naming a low-level action, observation_to_text, a private
-  function or an unknown name raises instead of returning.
+- dispatch-wrong-helper, dispatch-accepts-raw-action, dispatch-accepts-bad-arguments ("parse JSON action →
+  call the right helper function"): the CUSTOMIZE function that, given (game, call), runs a helper is the
+  dispatch; a call naming an offered helper runs that helper and no other, and does what calling it
+  directly does (for that agent, with its result); a call naming a low-level action, observation_to_text,
+  a private function or an unknown name, and a call whose args are no object or name a parameter the
+  helper lacks, raise (the template's penalty path) instead of returning, with or without another helper.
 - prompt-builder-output, unknown-action: the prompt builders return chat messages and offer only
   helpers.
 """
