@@ -41,9 +41,9 @@ import traceback
 import types
 from typing import Any
 
-from orchestrator.rules.probe.effects import (OBSERVATION_HELPER, QUOTED, Board, action_helpers, callees,
-                                              check_dispatch, check_helpers, check_observation, check_prompts,
-                                              check_stages)
+from orchestrator.rules.exposed import OBSERVATION_HELPER, action_helpers
+from orchestrator.rules.probe.effects import (QUOTED, Board, callees, check_dispatch, check_helpers,
+                                              check_observation, check_prompts, check_stages)
 from orchestrator.rules.probe.game import (check_game, clean_start, dependencies, dependency_changes, env_base,
                                            find_factory, game_instance, import_apart, learn_play, reference_states,
                                            transplant)
