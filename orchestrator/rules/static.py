@@ -43,6 +43,8 @@ Rule ids, cheapest first:
   "returns whether the task completed").
 - helper-calls-helper: no action helper (nor private utility) calls a public helper ("Functions
   must be independent — no helper calling another helper").
+- eval-of-model-output, config-from-environment (rules/inputs.py): no generated code runs text as
+  Python, or reads a config value from the environment.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from pathlib import Path
 
 from orchestrator.rules.exposed import (OBSERVATION_HELPER, Exposed, exposed_callables, module_statements,
                                         static_action_helpers, unresolved_names)
+from orchestrator.rules.inputs import check_config_inputs, check_inputs
 from orchestrator.rules.integrity import (bound_names, check_config_reads, check_config_writes,
                                           check_dispatch_uses_helpers, check_generic_rebinding,
                                           check_helper_references, check_menu_mutation, check_protected_patches,
@@ -655,7 +658,8 @@ def check_all(files: dict[str, str | None], sources: dict[str, str],
         "env_move.py": lambda: check_protected("env_move.py", present["env_move.py"], sources["env_move.py"]),
         "grpo_template.py": lambda: check_protected(
             "grpo_template.py", present["grpo_template.py"], sources["grpo_template.py"]),
-        "grpo_config.py": lambda: check_config(present["grpo_config.py"], sources["grpo_config.py"]),
+        "grpo_config.py": lambda: check_config(present["grpo_config.py"], sources["grpo_config.py"])
+        + check_config_inputs(present["grpo_config.py"], sources["grpo_config.py"]),
         "helpers.py": lambda: check_helpers(present["helpers.py"]),
         "prompt_template.py": lambda: check_prompt_template(present["prompt_template.py"], present["helpers.py"]),
         "train.py": lambda: check_train(present["train.py"], sources["grpo_template.py"]) + check_train_integrity(
@@ -668,7 +672,8 @@ def check_all(files: dict[str, str | None], sources: dict[str, str],
     for name in set(GENERATED_FILES) & selected & usable:
         if name.endswith(".py"):
             tree = ast.parse(present[name])
-            violations += check_protected_patches(name, tree) + check_shadowing(name, tree)
+            violations += (check_protected_patches(name, tree) + check_shadowing(name, tree)
+                           + check_inputs(name, present[name]))
     return violations
 
 
