@@ -25,6 +25,7 @@ and config values read from the environment.
 from __future__ import annotations
 
 import ast
+import re
 
 from orchestrator.rules.violation import Violation
 from orchestrator.template import GENERIC, TemplateError, read_sections, split_lines
@@ -41,22 +42,27 @@ RUNTIME_PREFIXES = ("SLURM_", "SLURMD_", "CUDA_", "NCCL_", "GLOO_", "TORCH", "PY
 _READERS = ("get", "pop")  # os.environ methods that return a variable's value
 
 
-def check_inputs(name: str, text: str) -> list[Violation]:
-    """Both rules over a generated file's text (it compiles); the GENERIC sections of train.py are the
-    researcher's and are not judged."""
-    tree = ast.parse(text)
+_MARKER_LIKE = re.compile(r"^\s*#\s*={2,}", re.M)  # a cheap first look before the sections are read
+
+
+def check_inputs(name: str, tree: ast.Module, text: str) -> list[Violation]:
+    """Both rules over a generated file (`tree` is its parsed `text`); the GENERIC sections of train.py are
+    the researcher's and are not judged."""
+    nodes = list(ast.walk(tree))
     skipped = generic_lines(text)
-    return check_eval(name, tree, skipped) + check_environment(name, tree, skipped, set())
+    return check_eval(name, nodes, skipped) + check_environment(name, nodes, skipped, set())
 
 
 def check_config_inputs(text: str, source_text: str) -> list[Violation]:
     """config-from-environment on grpo_config.py: the reads its source of truth does not have."""
-    allowed = {key for _, key, _ in environment_reads(ast.parse(source_text))}
-    return check_environment("grpo_config.py", ast.parse(text), set(), allowed)
+    allowed = {key for _, key, _ in environment_reads(list(ast.walk(ast.parse(source_text))))}
+    return check_environment("grpo_config.py", list(ast.walk(ast.parse(text))), set(), allowed)
 
 
 def generic_lines(text: str) -> set[int]:
     """The line numbers of a file's GENERIC sections, their marker lines included (none without markers)."""
+    if not _MARKER_LIKE.search(text):
+        return set()
     try:
         sections = read_sections(text)
     except TemplateError:  # the section rules report broken markers; every line is judged meanwhile
@@ -70,13 +76,18 @@ def generic_lines(text: str) -> set[int]:
 
 # ---------------------------------------------------------------- eval / exec
 
-def check_eval(name: str, tree: ast.Module, skipped: set[int]) -> list[Violation]:
-    shadowed = _bound_names(tree)
-    builtins = {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+def check_eval(name: str, nodes: list[ast.AST], skipped: set[int]) -> list[Violation]:
+    """`nodes`: every node of the file's tree."""
+    calls = [n for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))
+             and (n.func.id if isinstance(n.func, ast.Name) else n.func.attr) in EXECUTORS]
+    if not calls:
+        return []
+    shadowed = _bound_names(nodes)
+    builtins = {a.asname or a.name for n in nodes if isinstance(n, ast.Import) for a in n.names
                 if a.name == "builtins"}
     found, lines = [], set()
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or node.lineno in skipped or node.lineno in lines:
+    for node in calls:
+        if node.lineno in skipped or node.lineno in lines:
             continue
         func = node.func
         called = func.id if isinstance(func, ast.Name) and func.id not in shadowed else \
@@ -94,12 +105,13 @@ def check_eval(name: str, tree: ast.Module, skipped: set[int]) -> list[Violation
     return found
 
 
-def _bound_names(tree: ast.Module) -> set[str]:
+def _bound_names(nodes: list[ast.AST]) -> set[str]:
     """Names the file binds anywhere (imports, definitions, assignments, parameters): not the builtins."""
-    names = {a.asname or a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
-             for a in n.names}
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+    names: set[str] = set()
+    for node in nodes:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update(a.asname or a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
@@ -115,9 +127,9 @@ def is_runtime_fact(key: str) -> bool:
     return key in RUNTIME_VARIABLES or key.startswith(RUNTIME_PREFIXES)
 
 
-def check_environment(name: str, tree: ast.Module, skipped: set[int], allowed: set[str | None]) -> list[Violation]:
+def check_environment(name: str, nodes: list[ast.AST], skipped: set[int], allowed: set[str | None]) -> list[Violation]:
     found = []
-    for line, key, shown in environment_reads(tree):
+    for line, key, shown in environment_reads(nodes):
         if line in skipped or key is None or key in allowed or is_runtime_fact(key):
             continue
         found.append(Violation(
@@ -129,12 +141,14 @@ def check_environment(name: str, tree: ast.Module, skipped: set[int], allowed: s
     return found
 
 
-def environment_reads(tree: ast.Module) -> list[tuple[int, str | None, str]]:
-    """(line, key or None when it is no constant, the code) of each read of an environment variable."""
-    modules = {a.asname or "os" for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
-               if a.name == "os"}
-    imported = {a.asname or a.name: a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-                and n.module == "os" for a in n.names}
+def environment_reads(nodes: list[ast.AST]) -> list[tuple[int, str | None, str]]:
+    """(line, key or None when it is no constant, the code) of each read of an environment variable, among
+    `nodes` (every node of a file's tree)."""
+    modules = {a.asname or "os" for n in nodes if isinstance(n, ast.Import) for a in n.names if a.name == "os"}
+    imported = {a.asname or a.name: a.name for n in nodes if isinstance(n, ast.ImportFrom) and n.module == "os"
+                for a in n.names}
+    if not modules and not imported:
+        return []
 
     def is_environ(node: ast.expr) -> bool:
         return (isinstance(node, ast.Attribute) and node.attr == "environ" and isinstance(node.value, ast.Name)
@@ -145,7 +159,7 @@ def environment_reads(tree: ast.Module) -> list[tuple[int, str | None, str]]:
                 and node.value.id in modules) or (isinstance(node, ast.Name) and imported.get(node.id) == "getenv")
 
     reads = []
-    for node in ast.walk(tree):
+    for node in nodes:
         key: ast.expr | None = None
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and is_environ(node.value):
             key = node.slice

@@ -159,8 +159,6 @@ def bound_names(node: ast.stmt) -> set[str]:
 
 def check_generic_rebinding(text: str, template_text: str) -> list[Violation]:
     generic = generic_names(template_text)
-    whole = _parse(text)
-    namespaces = generic | (_module_names(whole) if whole else set())  # what a write through vars() patches
     found = []
     for section in read_sections(text):
         if section.kind != CUSTOMIZE:
@@ -176,12 +174,12 @@ def check_generic_rebinding(text: str, template_text: str) -> list[Violation]:
                 rebound |= set(node.names) & generic
             patched = {t for t in _assigned_attribute_roots(node) if t in generic}
             lookups = _dynamic_lookup(node)
-            written = _written_namespace(node, namespaces)
-            if written:
+            written = _written_namespace(node)  # rare: the file's imports are read only then
+            if written is not None and _root_name(written.args[0]) in generic | _module_names(text):
                 found.append(Violation("generic-object-rebound", "train.py", line,
-                                       f"{written} in a CUSTOMIZE section writes another object's names at run "
-                                       f"time (a GENERIC object's or a module's); read them if you need to, never "
-                                       f"change them"))
+                                       f"{ast.unparse(node)[:120]} in a CUSTOMIZE section writes another object's "
+                                       f"names at run time (a GENERIC object's or a module's); read them if you need "
+                                       f"to, never change them"))
             for name in sorted(rebound | patched):
                 how = "patches" if name in patched else "rebinds (`global`)" if isinstance(node, ast.Global) else \
                     "redefines"
@@ -231,9 +229,9 @@ def _dynamic_lookup(node: ast.AST) -> str:
     return ""
 
 
-def _written_namespace(node: ast.AST, namespaces: set[str]) -> str:
-    """`vars(X)[k] = v`, `del vars(X)[k]`, `vars(X).update(...)` (and the other mutators) for X in `namespaces`:
-    the write, or ""."""
+def _written_namespace(node: ast.AST) -> ast.Call | None:
+    """The `vars(X)` call that `vars(X)[k] = v`, `del vars(X)[k]` or `vars(X).update(...)` (or another
+    mutator) writes through, or None."""
     targets: list[ast.expr] = []
     if isinstance(node, (ast.Assign, ast.Delete)):
         targets = node.targets
@@ -246,14 +244,16 @@ def _written_namespace(node: ast.AST, namespaces: set[str]) -> str:
         while isinstance(inner, (ast.Attribute, ast.Subscript)):
             inner = inner.value
         if inner is not target and isinstance(inner, ast.Call) and getattr(inner.func, "id", "") == "vars" \
-                and inner.args and _root_name(inner.args[0]) in namespaces:
-            return ast.unparse(node)[:120]
-    return ""
+                and inner.args:
+            return inner
+    return None
 
 
-def _module_names(tree: ast.Module) -> set[str]:
+def _module_names(text: str) -> set[str]:
     """Names an `import` binds to a module anywhere in the file."""
-    return {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    tree = _parse(text)
+    return {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+            for a in n.names} if tree else set()
 
 
 def _is_module_reference(node: ast.expr) -> bool:

@@ -673,7 +673,7 @@ def check_all(files: dict[str, str | None], sources: dict[str, str],
         if name.endswith(".py"):
             tree = ast.parse(present[name])
             violations += (check_protected_patches(name, tree) + check_shadowing(name, tree)
-                           + check_inputs(name, present[name]))
+                           + check_inputs(name, tree, present[name]))
     return violations
 
 
