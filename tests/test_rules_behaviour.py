@@ -26,6 +26,7 @@ from orchestrator.rules import check_folder, errors
 from orchestrator.rules.dynamic import customize_callables, probe_folder
 from orchestrator.rules.exposed import action_helpers, static_action_helpers, unresolved_names
 from orchestrator.rules.recorded_launch import check_recorded_launch, probe_args
+from orchestrator.rules.static import MESSAGES, type_bindings, type_verdict
 from orchestrator.template import read_sections
 
 EXAMPLES = ["cleanup", "staghunt"]
@@ -616,3 +617,38 @@ def test_the_static_and_the_running_definition_of_an_action_helper_agree(tmp_pat
                                                                              helper.args.kw_defaults)]
         signature = inspect.signature(running[name]).parameters.values()
         assert params == [(p.name, p.default is not p.empty) for p in signature], name
+
+
+ANNOTATION_MODULE = """
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, TypedDict
+from chat_types import ChatLog
+
+if TYPE_CHECKING:
+    Messages = list["Message"]
+else:
+    Messages = list
+
+
+class Message(TypedDict):
+    role: str
+    content: str
+
+
+class Turn:
+    text: str
+
+
+Log = Messages
+"""
+
+
+@pytest.mark.parametrize("annotation, verdict", [
+    ("Messages", True), ("'Log'", True), ("List[Dict[str, Any]]", True), ("Optional[list[dict]]", True),
+    ("list[Message] | None", True), ("ChatLog", None), ("list[ChatLog]", True), ("typing.Sequence[dict]", True),
+    ("str", False), ("dict", False), ("list[str]", False), ("list[Turn]", False), ("tuple[dict, ...]", False),
+    ("None", False)])
+def test_return_annotations_are_resolved_as_type_checkers_read_them(annotation: str, verdict: bool | None) -> None:
+    """Aliases (quoted, chained, under `if TYPE_CHECKING:`), typing's names and classes are followed; only what is
+    surely no list of chat messages is refused (False); another module's name cannot be told (None, accepted)."""
+    types = type_bindings(ast.parse(ANNOTATION_MODULE))
+    assert type_verdict(ast.parse(annotation, mode="eval").body, types, MESSAGES) is verdict

@@ -82,6 +82,12 @@ def static_action_helpers(tree: ast.Module) -> dict[str, Exposed]:
     return {name: helper for name, helper in exposed_callables(tree).items() if name != OBSERVATION_HELPER}
 
 
+def helper_names(tree: ast.Module) -> set[str]:
+    """The names that may be action helpers: the exposed ones, and the unresolved ones (what rules that judge only
+    names accept)."""
+    return set(static_action_helpers(tree)) | (unresolved_names(tree) - {OBSERVATION_HELPER})
+
+
 def module_statements(body: list[ast.stmt], *, type_checking: bool = False) -> Iterator[ast.stmt]:
     """The statements that run at module level, in order, through `if`, `try` and `with` blocks; the body
     of `if TYPE_CHECKING:` only with `type_checking` (what a type checker, or typing.get_type_hints, sees)."""

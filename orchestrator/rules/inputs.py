@@ -28,7 +28,7 @@ import ast
 import re
 
 from orchestrator.rules.violation import Violation
-from orchestrator.template import GENERIC, TemplateError, read_sections, split_lines
+from orchestrator.template import GENERIC, TemplateError, read_sections
 
 EXECUTORS = ("eval", "exec", "compile")
 RUNTIME_VARIABLES = frozenset({
@@ -40,8 +40,6 @@ RUNTIME_PREFIXES = ("SLURM_", "SLURMD_", "CUDA_", "NCCL_", "GLOO_", "TORCH", "PY
                     "TRANSFORMERS_", "TOKENIZERS_", "WANDB_", "TENSORBOARD_", "MLFLOW_", "COMET_", "XLA_", "TPU_",
                     "NVIDIA_", "ROCR_", "HIP_", "XDG_", "CONDA_", "VIRTUAL_ENV", "LC_")
 _READERS = ("get", "pop")  # os.environ methods that return a variable's value
-
-
 _MARKER_LIKE = re.compile(r"^\s*#\s*={2,}", re.M)  # a cheap first look before the sections are read
 
 
@@ -70,7 +68,7 @@ def generic_lines(text: str) -> set[int]:
     lines: set[int] = set()
     for section in sections:
         if section.kind == GENERIC:
-            lines.update(range(section.start_line, section.start_line + 1 + len(split_lines(section.text))))
+            lines.update(range(section.start_line, section.end_line + 1))
     return lines
 
 

@@ -50,7 +50,6 @@ SLURM_NODES = (1, 2)  # the SLURM jobs recorded, by node count; each node has th
 RECORDED_PROGRAMS = ("python", "python3", "accelerate", "accelerate-launch", "torchrun", "deepspeed", "mpirun")
 QUIET_PROGRAMS = ("module", "ml", "sbatch", "sinfo", "squeue", "scancel")  # nothing to load or submit here
 PROCESS_FLAGS = ("num_processes", "nproc_per_node")
-CONFIG_FLAGS = ("config_file",)  # accelerate launch --config_file FILE
 ACCELERATE = re.compile(r"(^|\s)accelerate\s+launch(\s|$)|(^|\s)accelerate-launch(\s|$)|accelerate\.commands\.launch"
                         r"|accelerate_cli\s+launch")
 DOCUMENTED_LAUNCHERS = {"torchrun": re.compile(r"(^|\s)torchrun(\s|$)|torch\.distributed\.run"),

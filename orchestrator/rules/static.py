@@ -39,8 +39,7 @@ Rule ids, cheapest first:
 - helper-signature: every action helper takes the env and the agent id first and its further
   parameters by name, so it is callable from {"action": NAME, "agent_id": I, "args": {...}} as
   NAME(env, agent_id, **args); a return annotation, if any, does not surely say something else than
-  bool ("Functions are called via JSON",
-  "returns whether the task completed").
+  bool ("Functions are called via JSON", "returns whether the task completed").
 - helper-calls-helper: no action helper (nor private utility) calls a public helper ("Functions
   must be independent — no helper calling another helper").
 - eval-of-model-output, config-from-environment (rules/inputs.py): no generated code runs text as
@@ -56,8 +55,8 @@ import textwrap
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from orchestrator.rules.exposed import (OBSERVATION_HELPER, Exposed, exposed_callables, module_statements,
-                                        static_action_helpers, unresolved_names)
+from orchestrator.rules.exposed import (OBSERVATION_HELPER, Exposed, exposed_callables, helper_names,
+                                        module_statements, static_action_helpers, unresolved_names)
 from orchestrator.rules.inputs import check_config_inputs, check_inputs
 from orchestrator.rules.integrity import (bound_names, check_config_reads, check_config_writes,
                                           check_dispatch_uses_helpers, check_generic_rebinding,
@@ -320,8 +319,7 @@ def check_prompt_template(text: str, helpers_text: str) -> list[Violation]:
         return syntax
     tree, helpers_tree = ast.parse(text), ast.parse(helpers_text)
     builders = exposed_callables(tree)
-    helpers = set(static_action_helpers(helpers_tree))
-    names = helpers | (unresolved_names(helpers_tree) - {OBSERVATION_HELPER})  # what may be a helper
+    helpers, names = set(static_action_helpers(helpers_tree)), helper_names(helpers_tree)
     violations = (_check_offered_actions(tree, helpers, names)
                   + check_menu_mutation(tree, action_menus(tree, names)))
     types = type_bindings(tree)
@@ -547,7 +545,7 @@ def check_helpers(text: str) -> list[Violation]:
             f"agent sees this turn, with coordinates"))
     elif observe is not None:
         violations += _check_observation_signature(observe)
-    public = set(exposed) | unresolved
+    public = set(exposed)  # an unresolved name may be a constant: the probe sees a helper reached at run time
     types = type_bindings(tree)
     for name, helper in exposed.items():
         if name != OBSERVATION_HELPER:
@@ -555,11 +553,6 @@ def check_helpers(text: str) -> list[Violation]:
     for name, function in top_level_functions(tree).items():
         violations += _check_helper_calls(function, public - {name})
     return violations + check_helper_references(tree, public)
-
-
-def helper_names(tree: ast.Module) -> set[str]:
-    """The names that may be action helpers: the exposed ones, and those bound to what a factory returns."""
-    return set(static_action_helpers(tree)) | (unresolved_names(tree) - {OBSERVATION_HELPER})
 
 
 def top_level_functions(tree: ast.Module) -> dict[str, _Function]:
