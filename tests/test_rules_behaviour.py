@@ -25,6 +25,7 @@ from orchestrator.helper_docs import helper_readme
 from orchestrator.rules import check_folder, errors
 from orchestrator.rules.dynamic import customize_callables, probe_folder
 from orchestrator.rules.exposed import action_helpers, static_action_helpers, unresolved_names
+from orchestrator.rules.inputs import check_inputs
 from orchestrator.rules.recorded_launch import check_recorded_launch, probe_args
 from orchestrator.rules.static import MESSAGES, type_bindings, type_verdict
 from orchestrator.template import read_sections
@@ -652,3 +653,29 @@ def test_return_annotations_are_resolved_as_type_checkers_read_them(annotation: 
     surely no list of chat messages is refused (False); another module's name cannot be told (None, accepted)."""
     types = type_bindings(ast.parse(ANNOTATION_MODULE))
     assert type_verdict(ast.parse(annotation, mode="eval").body, types, MESSAGES) is verdict
+
+
+MARKED = """import os
+# === GENERIC — DO NOT MODIFY ===
+AGENTS = int(os.environ.get("NUM_AGENTS", "2"))
+SOURCE = eval(os.environ.get("EXPR", "1"))
+# === CUSTOMIZE ===
+RANK = int(os.environ.get("LOCAL_RANK", "0"))
+CACHE = os.getenv("HF_HOME")
+PARSED = eval("1 + 1")
+{extra}
+"""
+
+
+@pytest.mark.parametrize("extra, found", [
+    ("", []), ('WIDTH = int(os.environ["GRID_WIDTH"])', [("config-from-environment", 9)]),
+    ("from os import getenv as env\nSEED = env('SEED')", [("config-from-environment", 10)]),
+    ("if 'FAST' in os.environ:\n    pass", [("config-from-environment", 9)]),
+    ("def act(text):\n    return exec(text)", [("eval-of-model-output", 10)]),
+    ("from re import compile\nPATTERN = compile(os.sep)", [])])
+def test_the_researchers_generic_code_is_not_judged_and_runtime_facts_are_fine(extra: str, found: list) -> None:
+    """The template's GENERIC lines are the researcher's; in generated code a launcher's variable, a library's
+    knob and a constant eval pass, a config value from the environment and exec of a text do not; a `compile`
+    imported from elsewhere is not the builtin."""
+    text = MARKED.format(extra=extra)
+    assert [(v.rule, v.line) for v in check_inputs("train.py", ast.parse(text), text)] == found

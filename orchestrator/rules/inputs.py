@@ -47,14 +47,15 @@ def check_inputs(name: str, tree: ast.Module, text: str) -> list[Violation]:
     """Both rules over a generated file (`tree` is its parsed `text`); the GENERIC sections of train.py are
     the researcher's and are not judged."""
     nodes = list(ast.walk(tree))
-    skipped = generic_lines(text)
-    return check_eval(name, nodes, skipped) + check_environment(name, nodes, skipped, set())
+    found = check_eval(name, nodes) + check_environment(name, nodes, set())
+    skipped = generic_lines(text) if found else set()  # the sections are read only when there is something to skip
+    return [v for v in found if v.line not in skipped]
 
 
 def check_config_inputs(text: str, source_text: str) -> list[Violation]:
     """config-from-environment on grpo_config.py: the reads its source of truth does not have."""
     allowed = {key for _, key, _ in environment_reads(list(ast.walk(ast.parse(source_text))))}
-    return check_environment("grpo_config.py", list(ast.walk(ast.parse(text))), set(), allowed)
+    return check_environment("grpo_config.py", list(ast.walk(ast.parse(text))), allowed)
 
 
 def generic_lines(text: str) -> set[int]:
@@ -74,25 +75,21 @@ def generic_lines(text: str) -> set[int]:
 
 # ---------------------------------------------------------------- eval / exec
 
-def check_eval(name: str, nodes: list[ast.AST], skipped: set[int]) -> list[Violation]:
+def check_eval(name: str, nodes: list[ast.AST]) -> list[Violation]:
     """`nodes`: every node of the file's tree."""
-    calls = [n for n in nodes if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))
-             and (n.func.id if isinstance(n.func, ast.Name) else n.func.attr) in EXECUTORS]
-    if not calls:
-        return []
-    shadowed = _bound_names(nodes)
     builtins = {a.asname or a.name for n in nodes if isinstance(n, ast.Import) for a in n.names
                 if a.name == "builtins"}
+    calls = [n for n in nodes if isinstance(n, ast.Call) and (
+        (isinstance(n.func, ast.Name) and n.func.id in EXECUTORS) or (
+            isinstance(n.func, ast.Attribute) and n.func.attr in EXECUTORS and isinstance(n.func.value, ast.Name)
+            and n.func.value.id in builtins))]
+    shadowed = _bound_names(nodes) if any(isinstance(n.func, ast.Name) for n in calls) else set()
     found, lines = [], set()
     for node in calls:
-        if node.lineno in skipped or node.lineno in lines:
+        if node.lineno in lines or (isinstance(node.func, ast.Name) and node.func.id in shadowed):
             continue
-        func = node.func
-        called = func.id if isinstance(func, ast.Name) and func.id not in shadowed else \
-            func.attr if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
-            and func.value.id in builtins else None
         source = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "source"), None)
-        if called in EXECUTORS and source is not None and not isinstance(source, ast.Constant):
+        if source is not None and not isinstance(source, ast.Constant):
             lines.add(node.lineno)  # exec(compile(text, ...)): once
             found.append(Violation(
                 "eval-of-model-output", name, node.lineno,
@@ -125,10 +122,10 @@ def is_runtime_fact(key: str) -> bool:
     return key in RUNTIME_VARIABLES or key.startswith(RUNTIME_PREFIXES)
 
 
-def check_environment(name: str, nodes: list[ast.AST], skipped: set[int], allowed: set[str | None]) -> list[Violation]:
+def check_environment(name: str, nodes: list[ast.AST], allowed: set[str | None]) -> list[Violation]:
     found = []
     for line, key, shown in environment_reads(nodes):
-        if line in skipped or key is None or key in allowed or is_runtime_fact(key):
+        if key is None or key in allowed or is_runtime_fact(key):
             continue
         found.append(Violation(
             "config-from-environment", name, line,
