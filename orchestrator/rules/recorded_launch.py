@@ -97,7 +97,8 @@ SCONTROL = """#!/usr/bin/env bash
 nodes="${RECORDED_NODES:-1}"
 case "${1:-} ${2:-}" in
     "show hostname"*) for ((i = 1; i <= nodes; i++)); do echo "node$i"; done ;;
-    "show job"*) echo "JobId=${SLURM_JOB_ID:-0} JobName=grpo NumNodes=${nodes} TRES=node=${nodes},gres/gpu=$((nodes * RECORDED_GPUS))" ;;
+    "show job"*) gpus=$((nodes * RECORDED_GPUS))
+                 echo "JobId=${SLURM_JOB_ID:-0} JobName=grpo NumNodes=${nodes} TRES=node=${nodes},gres/gpu=${gpus}" ;;
     "show node"*) for ((i = 1; i <= nodes; i++)); do echo "NodeName=node$i CPUTot=8 Gres=gpu:${RECORDED_GPUS}"; done ;;
 esac
 exit 0
@@ -362,20 +363,23 @@ def differing_args(launches: list[RecordedLaunch]) -> list[Violation]:
         if train_args != first_args:
             return [Violation("launch-args-differ", NAME, None,
                               f"train.py's arguments depend on the machine: {launch.where}, "
-                              f"{_difference(first_args, train_args)}, unlike {first.where}; what reaches train.py (the model, the "
-                              f"orchestrator's values) must not depend on the GPUs or on SLURM: the orchestrator "
-                              f"sizes the values for the machine and passes them, so pass \"$@\" and nothing that "
-                              f"changes with the machine")]
+                              f"{_difference(first_args, train_args)}, unlike {first.where}; what reaches train.py "
+                              f"(the model, the orchestrator's values) must not depend on the GPUs or on SLURM: the "
+                              f"orchestrator sizes the values for the machine and passes them, so pass \"$@\" and "
+                              f"nothing that changes with the machine")]
     return []
 
 
 def _difference(before: list[str], after: list[str]) -> str:
     """What `after` has that `before` lacks, and the reverse, as flags; the order where only that differs."""
     old, new = flag_pairs(before), flag_pairs(after)
-    shown = lambda pairs: " ".join(f"--{k}" + ("" if v is None else f" {v}") for k, v in pairs)[:200]
     added, dropped = [p for p in new if p not in old], [p for p in old if p not in new]
-    parts = ([f"it gets {shown(added)}"] if added else []) + ([f"it lacks {shown(dropped)}"] if dropped else [])
+    parts = ([f"it gets {_flags(added)}"] if added else []) + ([f"it lacks {_flags(dropped)}"] if dropped else [])
     return ", ".join(parts) or f"the same arguments in another order ({' '.join(after)[:200]})"
+
+
+def _flags(pairs: list[tuple[str, str | None]]) -> str:
+    return " ".join(f"--{k}" + ("" if v is None else f" {v}") for k, v in pairs)[:200]
 
 
 def check_recorded_launch(folder: Path, args: list[str], gpu_counts: tuple[int, ...] = GPU_COUNTS,
