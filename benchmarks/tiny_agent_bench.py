@@ -38,7 +38,7 @@ def play(folder: Path, agent: Path, episodes: int, turns: int, seed: int) -> dic
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from orchestrator.rules.probe.effects import OBSERVATION_HELPER, action_helpers
+    from orchestrator.rules.exposed import OBSERVATION_HELPER, action_helpers
     from orchestrator.tiny_agent import _advance, _agent_ids, _fresh_game, _game_play
 
     sys.path.insert(0, str(folder))

@@ -155,10 +155,13 @@ def launch_probe_args(folder: Path, cli: bool | None = None) -> list[str]:
 
 def rule_violations(folder: Path, source_of_truth: Path, launch_args: list[str] | None = None) -> list[Violation]:
     """Every static rule, then the launch script run with recorders (rules/recorded_launch.py), unless the
-    static rules already found it missing or unparseable; warnings included."""
+    static rules already found it missing or unparseable; warnings included. A rule both layers judge
+    (launch-without-accelerate: by the text, by what runs) is reported once, by the static one."""
     violations = check_folder(folder, source_of_truth)
     if not any(v.file == "launch_training.sh" and v.rule in ("launch-syntax", "file-missing") for v in violations):
-        violations += check_recorded_launch(folder, launch_probe_args(folder) if launch_args is None else launch_args)
+        reported = {v.rule for v in violations}
+        recorded = check_recorded_launch(folder, launch_probe_args(folder) if launch_args is None else launch_args)
+        violations += [v for v in recorded if v.rule not in reported]
     return violations
 
 

@@ -19,12 +19,12 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 
 from orchestrator.rules import static
+from orchestrator.rules.exposed import OBSERVATION_HELPER, Exposed, exposed_callables
 
 HELPERS_FILE = "helpers.py"
 EXAMPLE_AGENT_ID = 0
 CALLED_AS = ('Each is called with ONE JSON object `{"action": NAME, "agent_id": I, "args": {...}}`, that is '
              "`NAME(env, agent_id, **args)`, and returns a bool: whether its task completed.")
-_Function = ast.FunctionDef | ast.AsyncFunctionDef
 _SEQUENCES = {"list", "set", "frozenset", "Sequence", "Iterable", "List", "Set", "tuple", "Tuple"}
 _JSON_SCALARS = (str, int, float, bool, type(None))
 _NO_DOCSTRING = "_(helpers.py gives this helper no docstring)_"
@@ -49,9 +49,8 @@ def stale_docs(files: Mapping[str, str], current: Callable[[str], str | None]) -
 def helper_readme(helpers_source: str) -> str:
     """The usage docs of every helper in `helpers_source`; raises SyntaxError when it does not parse."""
     tree = ast.parse(helpers_source)
-    functions = static.top_level_functions(tree)
-    names = static.action_helper_names(functions)
-    actions = [function for name, function in functions.items() if name in names]
+    exposed = exposed_callables(tree)  # the action helpers, as every rule reads them, and observation_to_text
+    actions = [helper for name, helper in exposed.items() if name != OBSERVATION_HELPER]
     parts = ["# Helpers (`helpers.py`)",
              "Rendered from `helpers.py` by the orchestrator: its docstrings and signatures are the documentation."]
     overview = ast.get_docstring(tree)
@@ -59,37 +58,37 @@ def helper_readme(helpers_source: str) -> str:
         parts.append(overview)
     parts += ["## Action helpers", CALLED_AS, _table(actions)]
     parts += [_section(function) for function in actions]
-    observe = functions.get(static.OBSERVATION_HELPER)
+    observe = exposed.get(OBSERVATION_HELPER)
     if observe is not None:
-        parts.append(f"## `{static.OBSERVATION_HELPER}({ast.unparse(observe.args)}) -> str`\n\n"
+        parts.append(f"## `{OBSERVATION_HELPER}({ast.unparse(observe.args)}) -> str`\n\n"
                      "Not an action: the text one agent reads about the game each turn (train.py builds prompts "
-                     "from it).\n\n" + (ast.get_docstring(observe) or _NO_DOCSTRING))
+                     "from it).\n\n" + (observe.docstring or _NO_DOCSTRING))
     return "\n\n".join(parts) + "\n"
 
 
-def _json_call(function: _Function) -> str:
+def _json_call(function: Exposed) -> str:
     """The helper's JSON call form, with example values: a parameter's default, else one its annotation allows."""
     ints = itertools.count(1)  # distinct small numbers, so that two int args are told apart
     args = {arg.arg: _example(arg, default, ints) for arg, default in _parameters(function)}
     return json.dumps({"action": function.name, "agent_id": EXAMPLE_AGENT_ID, "args": args})
 
 
-def _table(actions: list[_Function]) -> str:
+def _table(actions: list[Exposed]) -> str:
     rows = ["| action | args | what it does |", "|---|---|---|"]
     for function in actions:
         args = ", ".join(f"`{_parameter(arg, default)}`" for arg, default in _parameters(function)) or "none"
-        summary = re.split(r"\n\s*\n", ast.get_docstring(function) or "")[0]  # its first paragraph
+        summary = re.split(r"\n\s*\n", function.docstring or "")[0]  # its first paragraph
         rows.append(f"| `{function.name}` | {_cell(args)} | {_cell(' '.join(summary.split()) or '-')} |")
     return "\n".join(rows)
 
 
-def _section(function: _Function) -> str:
+def _section(function: Exposed) -> str:
     returns = f" -> {ast.unparse(function.returns)}" if function.returns is not None else " -> bool"
     return (f"## `{function.name}({ast.unparse(function.args)}){returns}`\n\n"
-            f"{ast.get_docstring(function) or _NO_DOCSTRING}\n\n```json\n{_json_call(function)}\n```")
+            f"{function.docstring or _NO_DOCSTRING}\n\n```json\n{_json_call(function)}\n```")
 
 
-def _parameters(function: _Function) -> list[tuple[ast.arg, ast.expr | None]]:
+def _parameters(function: Exposed) -> list[tuple[ast.arg, ast.expr | None]]:
     """The parameters its JSON `args` name (all but the env and the agent id), each with its default or None."""
     args = function.args
     positional = args.posonlyargs + args.args

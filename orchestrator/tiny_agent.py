@@ -36,6 +36,8 @@ from typing import Any, Callable, Iterator
 
 from orchestrator.rules.probe.values import coordinate_matches, coordinate_pairs
 
+from orchestrator.rules.exposed import exposed_callables
+
 RECIPE_VERSION = 4
 MODELS_ENV = "ORCHESTRATOR_MODELS_DIR"  # a shared cache for many project roots (tests)
 MARKER_FILE = "tiny_agent.json"
@@ -63,14 +65,14 @@ def models_dir(project_root: Path) -> Path:
 
 
 def _helper_signatures(helpers_source: str) -> list[str]:
-    """Public top-level functions with their parameter names, read without running the file."""
+    """The callables helpers.py exposes (its action helpers and observation_to_text) with their parameter names,
+    read without running the file."""
     try:
         tree = ast.parse(helpers_source)
     except SyntaxError:
         return [hashlib.sha1(helpers_source.encode()).hexdigest()]
-    return sorted(f"{node.name}({', '.join(a.arg for a in node.args.args + node.args.kwonlyargs)})"
-                  for node in tree.body
-                  if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"))
+    return sorted(f"{name}({', '.join(a.arg for a in helper.args.args + helper.args.kwonlyargs)})"
+                  for name, helper in exposed_callables(tree).items())
 
 
 def agent_key(generated: Path) -> str:
@@ -257,7 +259,7 @@ def synthetic_turns(generated: Path, *, episodes: int, turns: int, seed: int) ->
     import env_move  # the generated folder's, resolved through sys.path
     import helpers
     import prompt_template
-    from orchestrator.rules.probe.effects import OBSERVATION_HELPER, action_helpers
+    from orchestrator.rules.exposed import OBSERVATION_HELPER, action_helpers
 
     table = action_helpers(helpers)
     observe = getattr(helpers, OBSERVATION_HELPER)

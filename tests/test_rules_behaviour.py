@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib.util
+import inspect
 import re
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,11 +21,16 @@ from typing import Any
 import pytest
 from conftest import edit_file, example_generated, into_first_hole
 
-from orchestrator.checks import run_guards, run_import_check
+from orchestrator.checks import rule_violations, run_guards, run_import_check
 from orchestrator.demo import example, recorded_roles
+from orchestrator.helper_docs import helper_readme
+from orchestrator.rules import check_folder, errors
 from orchestrator.rules.dynamic import customize_callables, probe_folder
+from orchestrator.rules.exposed import action_helpers, static_action_helpers, unresolved_names
+from orchestrator.rules.inputs import check_inputs
 from orchestrator.rules.probe.game import choose, default_recipe, import_apart, learn_play, reached_modules
 from orchestrator.rules.recorded_launch import check_recorded_launch, probe_args
+from orchestrator.rules.static import MESSAGES, type_bindings, type_verdict
 from orchestrator.template import read_sections
 
 EXAMPLES = ["cleanup", "staghunt", "spread"]
@@ -500,3 +508,288 @@ def test_a_rule_that_may_be_an_import_error_shows_the_import_error(tmp_path: Pat
     result = run_guards(folder, source)
     assert not result.passed and "never imports it" in result.evidence
     assert "NameError" in result.evidence and "helpers" in result.summary and "import train" in result.summary
+
+
+# ---------------------------------------------------------------- the rules judge meaning, not style (issue 32)
+
+def role(folder: Path, name: str) -> str:
+    return recorded_roles(example(folder.name))["roles"][name]
+
+
+def parser(folder: Path) -> str:
+    return next(n for n in customize_callables(read(folder, "train.py")) if "parse" in n)
+
+
+def eval_in_parser(folder: Path) -> None:
+    """The action parser runs the model's text as Python."""
+    text = function_node(read(folder, "train.py"), parser(folder)).args.args[0].arg
+    at_top_of(parser, lambda f: f"call = eval({text})\nif isinstance(call, dict):\n    return call")(folder)
+
+
+def agents_from_environment(folder: Path) -> None:
+    """The game factory takes the agent count from the environment, over the config's."""
+    field = role(folder, "agent_count")
+    in_factory(lambda f: "import os")(folder)
+    edit_file(folder, "train.py", lambda t: re.sub(rf"=config\.{field}\b",
+                                                   f'=int(os.environ.get("NUM_AGENTS", config.{field}))', t, count=1))
+
+
+STATIC_MEANING: dict[str, Callable[[Path], None]] = {
+    "eval-of-model-output/parser": eval_in_parser,
+    "eval-of-model-output/helper": append("helpers.py", lambda f: (
+        "def steer(env, agent_id, plan: str) -> bool:\n    exec(compile(plan, 'plan', 'exec'))\n    return True")),
+    "config-from-environment": agents_from_environment,
+    "generic-object-rebound/write-through-vars": in_factory(lambda f: "vars(helpers).update(extra=None)"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(STATIC_MEANING))
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_model_text_run_as_code_and_config_from_the_environment_are_flagged(tmp_path: Path, name: str,
+                                                                              kind: str) -> None:
+    folder, source = example_generated(tmp_path, name)
+    STATIC_MEANING[kind](folder)
+    assert kind.split("/")[0] in {v.rule for v in errors(check_folder(folder, source))}
+
+
+def swap_model_under_slurm(folder: Path) -> None:
+    """The model train.py gets changes when SLURM runs the script (the recorded launch clears SLURM_*)."""
+    after_set(lambda f: 'MODEL=""\nif [ -n "${SLURM_JOB_ID:-}" ]; then MODEL=other-model; fi')(folder)
+    edit_file(folder, "launch_training.sh", lambda t: t.replace(
+        'train.py "$@"', f'train.py ${{MODEL:+--{role(folder, "model")} "$MODEL"}} "$@"'))
+
+
+def launch_under_a_dead_branch(folder: Path) -> None:
+    """`accelerate launch` sits under `if false` while plain python runs train.py."""
+    after_set(lambda f: 'if false; then\n    accelerate launch train.py "$@"\nelse\n    exec "${PYTHON:-python}" '
+                        'train.py "$@"\nfi')(folder)
+
+
+def launch_config(processes: str) -> str:
+    """A script that writes accelerate's settings to a temporary file and launches with it."""
+    return (f"GPUS=$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU' || true)\n"
+            f"CONFIG_DIR=$(mktemp -d)\ntrap 'rm -rf \"${{CONFIG_DIR}}\"' EXIT\n"
+            f"cat > \"${{CONFIG_DIR}}/accelerate.yaml\" <<EOF\ncompute_environment: LOCAL_MACHINE\n"
+            f"num_machines: 1\nnum_processes: {processes}\nmixed_precision: \"no\"\nEOF\n"
+            f'accelerate launch --config_file "${{CONFIG_DIR}}/accelerate.yaml" train.py "$@"\nexit $?')
+
+
+LAUNCH_MEANING: dict[str, Callable[[Path], None]] = {
+    "launch-without-accelerate/dead-branch": launch_under_a_dead_branch,
+    "launch-args-differ/slurm-model": swap_model_under_slurm,
+    "launch-process-count/heredoc-config": after_set(lambda f: launch_config("4")),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LAUNCH_MEANING))
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_the_recorded_launch_judges_what_runs_under_slurm_too(tmp_path: Path, name: str, kind: str) -> None:
+    """Each passes the static launch rules; the recorded launch (run directly, and as a one- and a two-node
+    SLURM job) finds what really starts train.py, with what."""
+    folder, source = example_generated(tmp_path, name)
+    LAUNCH_MEANING[kind](folder)
+    assert not [v for v in errors(check_folder(folder, source)) if v.file == "launch_training.sh"]
+    found = {v.rule for v in errors(rule_violations(folder, source))}
+    assert kind.split("/")[0] in found, found
+
+
+def optional_parameter(folder: Path, helper: str) -> None:
+    """An action helper gains an optional parameter that the prompts do not name."""
+    edit_file(folder, "helpers.py", lambda t: re.sub(rf"(def {helper}\([^)]*)\)", r"\1, note=None)", t, count=1))
+
+
+def helper_from_a_class(folder: Path, helper: str) -> None:
+    """An action helper defined as a staticmethod of a private class and exposed by name."""
+    text = read(folder, "helpers.py")
+    node = function_node(text, helper)
+    source = "\n".join(text.split("\n")[node.lineno - 1:node.end_lineno])
+    moved = f"class _Idle:\n    @staticmethod\n{textwrap.indent(source, '    ')}\n\n\n{helper} = _Idle.{helper}"
+    edit_file(folder, "helpers.py", lambda t: t.replace(source, moved, 1))
+
+
+def dispatch_table_from_vars(folder: Path) -> None:
+    edit_file(folder, "train.py", lambda t: re.sub(
+        r"\{name: getattr\(helpers, name\) for name in ([\w.]+)\}",
+        r"{name: value for name, value in vars(helpers).items() if name in \1}", t, count=1))
+
+
+def alias_for_type_checkers(folder: Path) -> None:
+    """The builders' return annotation is an alias defined under `if TYPE_CHECKING:`."""
+    def change(text: str) -> str:
+        text = re.sub(r"\) -> list\[dict(\[str, str\])?\]:", ") -> Messages:", text)
+        return text.replace("from __future__ import annotations\n", "from __future__ import annotations\n\n"
+                            "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+                            "    Messages = list[dict[str, str]]\n", 1)
+    edit_file(folder, "prompt_template.py", change)
+
+
+def two_argument_helper(folder: Path, but: str) -> str:
+    return next(n.name for n in ast.parse(read(folder, "helpers.py")).body if isinstance(n, ast.FunctionDef)
+                and not n.name.startswith("_") and n.name not in ("observation_to_text", but) and len(n.args.args) == 2)
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_valid_variants_of_meaning_pass_every_rule(tmp_path: Path, name: str) -> None:
+    """What the rules once refused for its style: an optional helper parameter the prompts do not name, a helper
+    exposed by name from a class, a dispatch table built over vars(helpers), a return annotation whose alias
+    only type checkers see; with a launcher's own variable read from the environment and a launch script that
+    writes its accelerate config to a temporary file (one process per GPU) and launches with it."""
+    folder, source = example_generated(tmp_path, name)
+    easy = simple_helper(folder)
+    optional_parameter(folder, two_argument_helper(folder, but=easy))
+    helper_from_a_class(folder, easy)
+    dispatch_table_from_vars(folder)
+    alias_for_type_checkers(folder)
+    in_factory(lambda f: 'import os\n_rank = int(os.environ.get("LOCAL_RANK", "0"))')(folder)
+    after_set(lambda f: launch_config("$(( GPUS > 0 ? GPUS : 1 ))"))(folder)
+    result = run_guards(folder, source)
+    assert result.passed, result.evidence
+    result = run_import_check(folder, source_of_truth=source)
+    assert result.passed, result.evidence
+    assert f"| `{easy}` |" in helper_readme(read(folder, "helpers.py"))  # the readme documents it too
+
+
+EXPOSED_HELPERS = """
+import functools
+from collections import deque
+
+
+def _move(env, agent_id, direction="UP", steps=1):
+    return True
+
+
+def walk(env, agent_id, direction):
+    return True
+
+
+class _Tools:
+    @staticmethod
+    def wait(env, agent_id):
+        return True
+
+    @classmethod
+    def rest(cls, env, agent_id, turns=1):
+        return True
+
+    def bow(self, env, agent_id, depth):
+        return True
+
+    def __call__(self, env, agent_id, times=2):
+        return True
+
+
+def _cached(function):
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        return function(*args, **kwargs)
+    return wrapper
+
+
+@_cached
+def dash(env, agent_id, speed: int = 2):
+    return True
+
+
+def _make_noop():
+    def noop(env, agent_id):
+        return True
+    return noop
+
+
+wait = _Tools.wait
+rest = _Tools.rest
+bow = _Tools().bow
+clap = _Tools()
+go_up = functools.partial(_move, direction="UP")
+go = walk
+hop = lambda env, agent_id, height=1: True
+spin = _cached(_move)
+noop = _make_noop()
+Queue = deque
+gone = walk
+del gone
+"""
+
+
+def test_the_static_and_the_running_definition_of_an_action_helper_agree(tmp_path: Path) -> None:
+    """Every way a module can expose a helper: the AST reading names the same helpers, with the same
+    parameters, as the imported module has; a factory's closure is unresolved, a class or an import is none."""
+    path = tmp_path / "exposing_helpers.py"
+    path.write_text(EXPOSED_HELPERS)
+    spec = importlib.util.spec_from_file_location("exposing_helpers", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tree = ast.parse(EXPOSED_HELPERS)
+    static, running = static_action_helpers(tree), action_helpers(module)
+    assert set(running) == set(static) | unresolved_names(tree) == {
+        "walk", "dash", "wait", "rest", "bow", "clap", "go_up", "go", "hop", "spin", "noop"}
+    assert unresolved_names(tree) == {"noop"}
+    for name, helper in static.items():
+        params = [(a.arg, d is not None) for a, d in zip(
+            helper.args.posonlyargs + helper.args.args,
+            [None] * (len(helper.args.posonlyargs + helper.args.args) - len(helper.args.defaults))
+            + helper.args.defaults)] + [(a.arg, d is not None) for a, d in zip(helper.args.kwonlyargs,
+                                                                             helper.args.kw_defaults)]
+        signature = inspect.signature(running[name]).parameters.values()
+        assert params == [(p.name, p.default is not p.empty) for p in signature], name
+
+
+ANNOTATION_MODULE = """
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, TypedDict
+from chat_types import ChatLog
+
+if TYPE_CHECKING:
+    Messages = list["Message"]
+else:
+    Messages = list
+
+
+class Message(TypedDict):
+    role: str
+    content: str
+
+
+class Turn:
+    text: str
+
+
+Log = Messages
+"""
+
+
+@pytest.mark.parametrize("annotation, verdict", [
+    ("Messages", True), ("'Log'", True), ("List[Dict[str, Any]]", True), ("Optional[list[dict]]", True),
+    ("list[Message] | None", True), ("ChatLog", None), ("list[ChatLog]", True), ("typing.Sequence[dict]", True),
+    ("str", False), ("dict", False), ("list[str]", False), ("list[Turn]", False), ("tuple[dict, ...]", False),
+    ("None", False)])
+def test_return_annotations_are_resolved_as_type_checkers_read_them(annotation: str, verdict: bool | None) -> None:
+    """Aliases (quoted, chained, under `if TYPE_CHECKING:`), typing's names and classes are followed; only what is
+    surely no list of chat messages is refused (False); another module's name cannot be told (None, accepted)."""
+    types = type_bindings(ast.parse(ANNOTATION_MODULE))
+    assert type_verdict(ast.parse(annotation, mode="eval").body, types, MESSAGES) is verdict
+
+
+MARKED = """import os
+# === GENERIC — DO NOT MODIFY ===
+AGENTS = int(os.environ.get("NUM_AGENTS", "2"))
+SOURCE = eval(os.environ.get("EXPR", "1"))
+# === CUSTOMIZE ===
+RANK = int(os.environ.get("LOCAL_RANK", "0"))
+CACHE = os.getenv("HF_HOME")
+PARSED = eval("1 + 1")
+{extra}
+"""
+
+
+@pytest.mark.parametrize("extra, found", [
+    ("", []), ('WIDTH = int(os.environ["GRID_WIDTH"])', [("config-from-environment", 9)]),
+    ("from os import getenv as env\nSEED = env('SEED')", [("config-from-environment", 10)]),
+    ("if 'FAST' in os.environ:\n    pass", [("config-from-environment", 9)]),
+    ("def act(text):\n    return exec(text)", [("eval-of-model-output", 10)]),
+    ("from re import compile\nPATTERN = compile(os.sep)", [])])
+def test_the_researchers_generic_code_is_not_judged_and_runtime_facts_are_fine(extra: str, found: list) -> None:
+    """The template's GENERIC lines are the researcher's; in generated code a launcher's variable, a library's
+    knob and a constant eval pass, a config value from the environment and exec of a text do not; a `compile`
+    imported from elsewhere is not the builtin."""
+    text = MARKED.format(extra=extra)
+    assert [(v.rule, v.line) for v in check_inputs("train.py", ast.parse(text), text)] == found

@@ -10,14 +10,16 @@ pure function over parsed texts; the dynamic layer (probe/contract.py) catches w
 - protected-module-shadowed: no generated file binds the name `env_move` or `grpo_config` to
   anything but that module, and the folder holds no package or module that would be imported instead.
 - generic-object-rebound: a CUSTOMIZE section of train.py neither redefines nor patches what a GENERIC
-  section defines, nor declares it `global`, nor reaches it through `globals()`, `sys.modules` or
-  `__main__` ("Keep all GENERIC sections unchanged": a later definition would replace the generic one
-  at run time).
+  section defines, nor declares it `global`, nor reaches it through `globals()`, `vars()`, `sys.modules`
+  or `__main__`, nor writes through `vars(...)` of a GENERIC object or an imported module ("Keep all
+  GENERIC sections unchanged": a later definition would replace the generic one at run time). Reading
+  another object's names is no rebinding: `vars(helpers)`, `getattr(helpers, name)` (a dispatch table
+  built from the helpers module) are judged by what they dispatch, at run time.
 - helper-reference: no helper, private function or class of helpers.py reaches a public helper other
   than itself by name (an alias, a table, a lambda, a default argument), and no module-level alias or
   table of helpers is used by one ("Functions must be independent — no helper calling another helper").
-- helper-dynamic-lookup: helpers.py looks nothing up by name at run time (`globals()`, `vars()`,
-  `sys.modules`, `getattr` on a module, `importlib`, `__import__`, importing helpers itself).
+- helper-dynamic-lookup: helpers.py looks nothing up by name at run time (`globals()`, `vars()` of its own
+  namespace, `sys.modules`, `getattr` on a module, `importlib`, `__import__`, importing helpers itself).
 - action-menu-mutated: prompt_template.py does not change an action menu after defining it (the names
   the checks read must be the names the model sees).
 - dispatch-bypasses-helpers: train.py calls the action helpers (by name from helpers, or through the
@@ -172,6 +174,12 @@ def check_generic_rebinding(text: str, template_text: str) -> list[Violation]:
                 rebound |= set(node.names) & generic
             patched = {t for t in _assigned_attribute_roots(node) if t in generic}
             lookups = _dynamic_lookup(node)
+            written = _written_namespace(node)  # rare: the file's imports are read only then
+            if written is not None and _root_name(written.args[0]) in generic | _module_names(text):
+                found.append(Violation("generic-object-rebound", "train.py", line,
+                                       f"{ast.unparse(node)[:120]} in a CUSTOMIZE section writes another object's "
+                                       f"names at run time (a GENERIC object's or a module's); read them if you need "
+                                       f"to, never change them"))
             for name in sorted(rebound | patched):
                 how = "patches" if name in patched else "rebinds (`global`)" if isinstance(node, ast.Global) else \
                     "redefines"
@@ -200,7 +208,10 @@ def _assigned_attribute_roots(node: ast.AST) -> set[str]:
 
 
 def _dynamic_lookup(node: ast.AST) -> str:
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in DYNAMIC_LOOKUPS:
+    """How `node` reaches names of the running module (its own, or any module's through sys.modules), or "".
+    `vars(x)` of something else reads x's names only: no lookup (a write through it is judged apart)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in DYNAMIC_LOOKUPS \
+            and not (node.func.id == "vars" and node.args):
         return f"{node.func.id}()"
     if isinstance(node, ast.Attribute) and node.attr == "modules" and _root_name(node) == "sys":
         return "sys.modules"
@@ -216,6 +227,33 @@ def _dynamic_lookup(node: ast.AST) -> str:
     if isinstance(node, ast.Attribute) and node.attr in ("__globals__", "f_globals", "__builtins__"):
         return f"`.{node.attr}` (a module's own namespace)"
     return ""
+
+
+def _written_namespace(node: ast.AST) -> ast.Call | None:
+    """The `vars(X)` call that `vars(X)[k] = v`, `del vars(X)[k]` or `vars(X).update(...)` (or another
+    mutator) writes through, or None."""
+    targets: list[ast.expr] = []
+    if isinstance(node, (ast.Assign, ast.Delete)):
+        targets = node.targets
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        targets = [node.target]
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+        targets = [ast.Subscript(value=node.func.value, slice=ast.Constant(None))]
+    for target in targets:
+        inner = target
+        while isinstance(inner, (ast.Attribute, ast.Subscript)):
+            inner = inner.value
+        if inner is not target and isinstance(inner, ast.Call) and getattr(inner.func, "id", "") == "vars" \
+                and inner.args:
+            return inner
+    return None
+
+
+def _module_names(text: str) -> set[str]:
+    """Names an `import` binds to a module anywhere in the file."""
+    tree = _parse(text)
+    return {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+            for a in n.names} if tree else set()
 
 
 def _is_module_reference(node: ast.expr) -> bool:

@@ -1,22 +1,39 @@
 """The launch script by running it: `bash launch_training.sh ARGS` on a copy of the folder, with the GPU
-tools answering for N GPUs and `python`, `accelerate`, `torchrun`, `srun` and `deepspeed` replaced by
-recorders, so what train.py would be started with is read off the recorded command, whatever the script
-hides in variables, arrays, heredocs or functions.
+tools answering for N GPUs, `python`, `accelerate`, `torchrun` and `deepspeed` replaced by recorders and
+`srun` running its command as the job's first task, so what starts train.py, and with what, is read off
+the recorded command, whatever the script hides in variables, arrays, heredocs, functions or branches.
+It runs four times: with 1 and 2 GPUs and no scheduler (SLURM's variables cleared, as a direct
+`bash launch_training.sh` sees it), then as the batch script of a one-node and of a two-node SLURM job
+(SLURM_JOB_ID, SLURM_NNODES, SLURM_JOB_NODELIST, SLURM_GPUS_ON_NODE, ... set, `scontrol` answering).
+
+Files: the script may write files of its own (an accelerate config in a temporary folder, say) and read
+them back, as it would on the cluster; an accelerate config file a launcher is given (`--config_file`)
+is kept as it was when the launcher started, and what it says counts. It may not change a file the
+folder holds (grpo_config.py above all).
 
 Rules (Step 4 of the brief, "a SLURM job script that uses accelerate launch for training of train.py",
 and "Set configs for train.py via grpo_config.py or cmd parameters": the orchestrator's values):
-- launch-recorded-failed: with 1 and 2 GPUs the script reaches a command that runs train.py.
-- launch-process-count: a process count the script gives the launcher (--num_processes,
-  --nproc_per_node) is the number of GPUs the machine has.
+- launch-recorded-failed: in every run the script reaches a command that runs train.py.
+- launch-without-accelerate: in every run, what actually starts train.py is `accelerate launch` (any
+  spelling: `python -m accelerate.commands.launch`, `accelerate-launch`), or a launcher the template
+  itself documents (`torchrun ... train.py` in grpo_template.py); an `accelerate launch` on a branch that
+  never runs does not count.
+- launch-process-count: the process count the launcher gets (--num_processes, --nproc_per_node, or the
+  num_processes of its --config_file) is one per GPU: the GPUs of the machine, times the machines the
+  launcher is told of in a multi-node job.
 - launch-drops-args, launch-overrides-args: each `--field value` the orchestrator passes reaches train.py,
   and is the last value train.py gets for that field (hyphenated spellings count: parsers accept both).
-- launch-writes-config: the script changes no file of the folder (grpo_config.py above all) while it runs.
+- launch-args-differ: train.py gets the same arguments in every run: what reaches it (the model, the
+  orchestrator's values) does not depend on the GPUs or on SLURM (the orchestrator sizes values for the
+  machine and passes them).
+- launch-writes-config: the script changes no file of the folder while it runs.
 """
 
 from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,8 +46,15 @@ from orchestrator.rules.violation import Violation
 
 NAME = "launch_training.sh"
 GPU_COUNTS = (1, 2)
-RECORDED_PROGRAMS = ("python", "python3", "accelerate", "torchrun", "srun", "deepspeed", "mpirun")
+SLURM_NODES = (1, 2)  # the SLURM jobs recorded, by node count; each node has the most GPUs of GPU_COUNTS
+RECORDED_PROGRAMS = ("python", "python3", "accelerate", "accelerate-launch", "torchrun", "deepspeed", "mpirun")
+QUIET_PROGRAMS = ("module", "ml", "sbatch", "sinfo", "squeue", "scancel")  # nothing to load or submit here
 PROCESS_FLAGS = ("num_processes", "nproc_per_node")
+ACCELERATE = re.compile(r"(^|\s)accelerate\s+launch(\s|$)|(^|\s)accelerate-launch(\s|$)|accelerate\.commands\.launch"
+                        r"|accelerate_cli\s+launch")
+DOCUMENTED_LAUNCHERS = {"torchrun": re.compile(r"(^|\s)torchrun(\s|$)|torch\.distributed\.run"),
+                        "deepspeed": re.compile(r"(^|\s)deepspeed(\s|$)")}
+JOB_ID = "4242"
 
 RECORDER = """#!/usr/bin/env bash
 # records the command it stands in for; answers the usual GPU questions asked through python -c
@@ -41,8 +65,42 @@ if [ "${1:-}" = "-c" ]; then
     esac
     exec "${REAL_PYTHON}" "$@"
 fi
-n=$(ls "${RECORD_DIR}" | wc -l)
+n=$(find "${RECORD_DIR}" -name '*.cmd' | wc -l)
 printf '%s\\0' "$(basename "$0")" "$@" > "${RECORD_DIR}/${n}.cmd"
+# an accelerate config file the launcher is given, as it is now (a temporary one may be gone after the launch)
+previous=""
+for arg in "$@"; do
+    case "${previous}" in --config_file|--config-file) cp -- "${arg}" "${RECORD_DIR}/${n}.config" 2>/dev/null ;; esac
+    case "${arg}" in --config_file=*|--config-file=*) cp -- "${arg#*=}" "${RECORD_DIR}/${n}.config" 2>/dev/null ;; esac
+    previous="${arg}"
+done
+exit 0
+"""
+
+SRUN = """#!/usr/bin/env bash
+# runs its command as the job's first task (node 0), once srun's own options are passed over
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --) shift; break ;;
+        --*=*|-[A-Za-z]?*) shift ;;
+        -*) if [ $# -gt 1 ] && ! command -v "$2" >/dev/null 2>&1 && [ ! -e "$2" ]; then shift 2; else shift; fi ;;
+        *) break ;;
+    esac
+done
+[ $# -gt 0 ] || exit 0
+export SLURM_NODEID=0 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_STEP_ID=0
+exec "$@"
+"""
+
+SCONTROL = """#!/usr/bin/env bash
+# answers like scontrol for the recorded job: RECORDED_NODES nodes node1..nodeN, RECORDED_GPUS GPUs each
+nodes="${RECORDED_NODES:-1}"
+case "${1:-} ${2:-}" in
+    "show hostname"*) for ((i = 1; i <= nodes; i++)); do echo "node$i"; done ;;
+    "show job"*) gpus=$((nodes * RECORDED_GPUS))
+                 echo "JobId=${SLURM_JOB_ID:-0} JobName=grpo NumNodes=${nodes} TRES=node=${nodes},gres/gpu=${gpus}" ;;
+    "show node"*) for ((i = 1; i <= nodes; i++)); do echo "NodeName=node$i CPUTot=8 Gres=gpu:${RECORDED_GPUS}"; done ;;
+esac
 exit 0
 """
 
@@ -83,23 +141,42 @@ done
 
 @dataclass(frozen=True)
 class RecordedLaunch:
-    gpus: int
+    gpus: int  # per node
     commands: list[list[str]]  # each recorded command: the program's name, then its arguments
     returncode: int | None  # None: the script ran past its time
     stderr: str
     changed: list[str] = field(default_factory=list)  # files of the folder the script changed
+    nodes: int = 0  # the SLURM job's nodes; 0: run directly, no scheduler
+    configs: dict[int, str] = field(default_factory=dict)  # command index -> its --config_file, as it was then
+
+    @property
+    def where(self) -> str:
+        if not self.nodes:
+            return f"with {self.gpus} GPU(s)"
+        return f"as a SLURM job of {self.nodes} node(s) with {self.gpus} GPU(s) each"
 
     def train_command(self) -> tuple[list[str], list[str]] | None:
         """(launcher part, train.py's arguments) of the command that runs train.py; None when none does."""
-        for command in self.commands:
+        found = self._train_call()
+        return None if found is None else found[1:]
+
+    def train_config(self) -> str | None:
+        """The text of the config file given to the launcher that runs train.py, if any."""
+        found = self._train_call()
+        return None if found is None else self.configs.get(found[0])
+
+    def _train_call(self) -> tuple[int, list[str], list[str]] | None:
+        for index, command in enumerate(self.commands):
             for i, arg in enumerate(command):
                 if os.path.basename(arg) == "train.py":
-                    return command[:i], command[i + 1:]
+                    return index, command[:i], command[i + 1:]
         return None
 
 
-def record_launch(folder: Path, args: list[str], gpus: int, timeout_s: float = 30.0) -> RecordedLaunch:
-    """Run the folder's launch script on a copy, for `gpus` GPUs, with the recorders in place."""
+def record_launch(folder: Path, args: list[str], gpus: int, timeout_s: float = 30.0,
+                  nodes: int = 0) -> RecordedLaunch:
+    """Run the folder's launch script on a copy, for `gpus` GPUs (per node), with the recorders in place: as
+    the batch script of a SLURM job of `nodes` nodes, or (0) run directly."""
     with tempfile.TemporaryDirectory(prefix="recorded-launch-") as tmp:
         work, tools, records = Path(tmp) / "code", Path(tmp) / "bin", Path(tmp) / "records"
         for path in (work, tools, records):
@@ -109,15 +186,19 @@ def record_launch(folder: Path, args: list[str], gpus: int, timeout_s: float = 3
                 shutil.copy2(source, work / source.name)
         for program in RECORDED_PROGRAMS:
             _tool(tools / program, RECORDER)
-        _tool(tools / "nvidia-smi", NVIDIA_SMI)
-        for quiet in ("module", "ml"):  # environment modules on a cluster: nothing to load here
+        for name, text in (("nvidia-smi", NVIDIA_SMI), ("srun", SRUN), ("scontrol", SCONTROL)):
+            _tool(tools / name, text)
+        for quiet in QUIET_PROGRAMS:
             _tool(tools / quiet, "#!/usr/bin/env bash\nexit 0\n")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SLURMD_"))
                and k not in ("CUDA_VISIBLE_DEVICES", "CPU_PROCESSES", "GRPO_PER_NODE")}
         env |= {"PATH": f"{tools}{os.pathsep}{env.get('PATH', '')}", "PYTHON": str(tools / "python"),
-                "RECORDED_GPUS": str(gpus), "RECORD_DIR": str(records), "REAL_PYTHON": sys.executable}
+                "RECORDED_GPUS": str(gpus), "RECORDED_NODES": str(max(nodes, 1)), "RECORD_DIR": str(records),
+                "REAL_PYTHON": sys.executable}
         if gpus:  # as a scheduler's GPU allocation sets it
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, range(gpus)))
+        if nodes:
+            env |= slurm_environment(nodes, gpus, work)
         before = {p.name: p.read_bytes() for p in work.iterdir()}
         proc = subprocess.Popen(["bash", NAME, *args], cwd=work, env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -128,11 +209,34 @@ def record_launch(folder: Path, args: list[str], gpus: int, timeout_s: float = 3
             os.killpg(proc.pid, signal.SIGKILL)
             _, stderr = proc.communicate()
             returncode = None
+        numbered = sorted(os.listdir(records), key=lambda n: int(n.split(".")[0]))
         commands = [(records / name).read_bytes().decode(errors="replace").split("\0")[:-1]
-                    for name in sorted(os.listdir(records), key=lambda n: int(n.split(".")[0]))]
+                    for name in numbered if name.endswith(".cmd")]
+        configs = {int(name.split(".")[0]): (records / name).read_bytes().decode(errors="replace")
+                   for name in numbered if name.endswith(".config")}
         changed = sorted(name for name, data in before.items()
                          if not (work / name).is_file() or (work / name).read_bytes() != data)
-        return RecordedLaunch(gpus, commands, returncode, stderr.decode(errors="replace")[-2000:], changed)
+        return RecordedLaunch(gpus, commands, returncode, stderr.decode(errors="replace")[-2000:], changed, nodes,
+                              configs)
+
+
+def slurm_environment(nodes: int, gpus: int, submit_dir: Path) -> dict[str, str]:
+    """What SLURM sets for the batch script of a job of `nodes` nodes (one task each, `gpus` GPUs each), as its
+    first node sees it."""
+    nodelist = "node1" if nodes == 1 else f"node[1-{nodes}]"
+    per_node = (lambda value: str(value)) if nodes == 1 else (lambda value: f"{value}(x{nodes})")
+    env = {"SLURM_JOB_ID": JOB_ID, "SLURM_JOBID": JOB_ID, "SLURM_JOB_NAME": "grpo", "SLURM_JOB_PARTITION": "gpu",
+           "SLURM_CLUSTER_NAME": "recorded", "SLURM_SUBMIT_DIR": str(submit_dir), "SLURM_SUBMIT_HOST": "login1",
+           "SLURM_NNODES": str(nodes), "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_NODELIST": nodelist,
+           "SLURM_JOB_NODELIST": nodelist, "SLURM_NODEID": "0", "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
+           "SLURMD_NODENAME": "node1", "SLURM_TOPOLOGY_ADDR": "node1", "SLURM_NTASKS": str(nodes),
+           "SLURM_NPROCS": str(nodes), "SLURM_NTASKS_PER_NODE": "1", "SLURM_TASKS_PER_NODE": per_node(1),
+           "SLURM_CPUS_ON_NODE": "8", "SLURM_CPUS_PER_TASK": "8", "SLURM_JOB_CPUS_PER_NODE": per_node(8),
+           "SLURM_MEM_PER_NODE": "65536"}
+    if gpus:
+        env |= {"SLURM_GPUS_ON_NODE": str(gpus), "SLURM_GPUS_PER_NODE": str(gpus),
+                "SLURM_JOB_GPUS": ",".join(map(str, range(gpus)))}
+    return env
 
 
 def _tool(path: Path, text: str) -> None:
@@ -173,10 +277,12 @@ def same_value(a: str | None, b: str | None) -> bool:
         return False
 
 
-def judge(launch: RecordedLaunch, args: list[str], expect_processes: bool = True) -> list[Violation]:
-    """What is wrong with one recorded launch, for the orchestrator's `args`."""
+def judge(launch: RecordedLaunch, args: list[str], expect_processes: bool = True,
+          launchers: tuple[re.Pattern, ...] = (ACCELERATE,)) -> list[Violation]:
+    """What is wrong with one recorded launch, for the orchestrator's `args`; `launchers`: what may start
+    train.py (accelerate launch, and what the template documents)."""
     found = []
-    where = f"with {launch.gpus} GPU(s)"
+    where = launch.where
     command = launch.train_command()
     if command is None:
         shown = "; ".join(" ".join(c) for c in launch.commands) or "nothing"
@@ -187,12 +293,17 @@ def judge(launch: RecordedLaunch, args: list[str], expect_processes: bool = True
                                f"{launch.stderr.strip()[-300:] or '(empty)'}"))
         return found
     launcher, train_args = command
-    counts = [v for k, v in flag_pairs(launcher) if k in PROCESS_FLAGS]
-    if expect_processes and counts and counts[-1] != str(launch.gpus):
+    started_by = " ".join(os.path.basename(token) for token in launcher)
+    if not any(pattern.search(started_by) for pattern in launchers):
+        found.append(Violation("launch-without-accelerate", NAME, None,
+                               f"{where} what actually starts train.py is `{started_by[:200] or 'train.py itself'}`, "
+                               f"not `accelerate launch`; start train.py with accelerate launch on every path the "
+                               f"script takes (one that never runs does not count), --cpu where there is no GPU"))
+    problem = process_count_problem(launch, launcher) if expect_processes else None
+    if problem:
         found.append(Violation("launch-process-count", NAME, None,
-                               f"{where} the recorded launch starts {counts[-1]} process(es) "
-                               f"({' '.join(launcher)[-200:]}); one process per GPU: count the GPUs at run time "
-                               f"(nvidia-smi -L) and pass that number"))
+                               f"{where} {problem} ({' '.join(launcher)[-200:]}); count the GPUs at run time "
+                               f"(nvidia-smi -L), times the nodes on several nodes, and pass that number"))
     got = flag_pairs(train_args)
     for name, value in flag_pairs(args):
         values = [v for k, v in got if k == name]
@@ -211,19 +322,83 @@ def judge(launch: RecordedLaunch, args: list[str], expect_processes: bool = True
         found.append(Violation("launch-writes-config", NAME, None,
                                f"{where} the script changed {name} while it ran; values reach train.py as the "
                                f"orchestrator passes them (arguments, or grpo_config.py written before the launch): "
-                               f"the script writes no file"))
+                               f"the script changes no file of the folder (its own temporary files are fine)"))
     return found
 
 
+def process_count_problem(launch: RecordedLaunch, launcher: list[str]) -> str | None:
+    """How the process count the launcher gets differs from one per GPU, or None. The command line wins over
+    the --config_file (as in accelerate); accelerate's --num_processes counts every machine's processes, so
+    on a multi-node job it is the GPUs times the machines the launcher is told of (at most the job's nodes:
+    a one-node launcher in a two-node job is the script's choice)."""
+    flags = dict(flag_pairs(launcher))
+    config = launch.train_config() or ""
+    machines = flags.get("num_machines") or config_value(config, "num_machines") or "1"
+    machines_used = min(int(machines), max(launch.nodes, 1)) if machines.isdigit() else 1
+    for name, expected in (("num_processes", launch.gpus * machines_used), ("nproc_per_node", launch.gpus)):
+        given, source = flags.get(name), f"the launcher gets --{name}"
+        if given is None and name == "num_processes":
+            given, source = config_value(config, name), f"the launcher's --config_file says {name}:"
+        if given is not None and given != str(expected):
+            return f"{source} {given}, where one process per GPU is {expected}"
+    return None
+
+
+def config_value(text: str, key: str) -> str | None:
+    """`key: value` (YAML) or `"key": value` (JSON) of an accelerate config file's text, the last one."""
+    found = re.findall(rf"""(?:^|[\s{{,])["']?{key}["']?\s*:\s*["']?([^\s,"'#}}]+)""", text, re.M)
+    return found[-1] if found else None
+
+
+def documented_launchers(template_text: str) -> tuple[re.Pattern, ...]:
+    """accelerate launch, and the launchers the template's own text names as what starts training."""
+    return (ACCELERATE, *(pattern for pattern in DOCUMENTED_LAUNCHERS.values() if pattern.search(template_text)))
+
+
+def differing_args(launches: list[RecordedLaunch]) -> list[Violation]:
+    """launch-args-differ: the first pair of runs whose train.py arguments differ."""
+    started = [(launch, command[1]) for launch in launches if (command := launch.train_command()) is not None]
+    for launch, train_args in started[1:]:
+        first, first_args = started[0]
+        if train_args != first_args:
+            return [Violation("launch-args-differ", NAME, None,
+                              f"train.py's arguments depend on the machine: {launch.where}, "
+                              f"{_difference(first_args, train_args)}, unlike {first.where}; what reaches train.py "
+                              f"(the model, the orchestrator's values) must not depend on the GPUs or on SLURM: the "
+                              f"orchestrator sizes the values for the machine and passes them, so pass \"$@\" and "
+                              f"nothing that changes with the machine")]
+    return []
+
+
+def _difference(before: list[str], after: list[str]) -> str:
+    """What `after` has that `before` lacks, and the reverse, as flags; the order where only that differs."""
+    old, new = flag_pairs(before), flag_pairs(after)
+    added, dropped = [p for p in new if p not in old], [p for p in old if p not in new]
+    parts = ([f"it gets {_flags(added)}"] if added else []) + ([f"it lacks {_flags(dropped)}"] if dropped else [])
+    return ", ".join(parts) or f"the same arguments in another order ({' '.join(after)[:200]})"
+
+
+def _flags(pairs: list[tuple[str, str | None]]) -> str:
+    return " ".join(f"--{k}" + ("" if v is None else f" {v}") for k, v in pairs)[:200]
+
+
 def check_recorded_launch(folder: Path, args: list[str], gpu_counts: tuple[int, ...] = GPU_COUNTS,
-                          expect_processes: bool = True) -> list[Violation]:
-    """judge() for each GPU count; each rule once, with the first GPU count that shows it."""
-    if not (Path(folder) / NAME).is_file():
+                          expect_processes: bool = True, slurm_nodes: tuple[int, ...] = SLURM_NODES) -> list[Violation]:
+    """judge() for each GPU count run directly, then for each SLURM job (of `slurm_nodes` nodes, each with the
+    most GPUs of `gpu_counts`), and the runs compared; each rule once, with the first run that shows it."""
+    folder = Path(folder)
+    if not (folder / NAME).is_file():
         return []
+    template = folder / "grpo_template.py"
+    launchers = documented_launchers(template.read_text(errors="replace") if template.is_file() else "")
+    launches = [record_launch(folder, args, gpus) for gpus in gpu_counts]
+    launches += [record_launch(folder, args, max(gpu_counts), nodes=nodes) for nodes in slurm_nodes]
     found: dict[str, Violation] = {}
-    for gpus in gpu_counts:
-        for violation in judge(record_launch(folder, args, gpus), args, expect_processes and gpus > 0):
+    for launch in launches:
+        for violation in judge(launch, args, expect_processes and launch.gpus > 0, launchers):
             found.setdefault(violation.rule, violation)
+    for violation in differing_args(launches):
+        found.setdefault(violation.rule, violation)
     return list(found.values())
 
 

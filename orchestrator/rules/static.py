@@ -28,18 +28,22 @@ Rule ids, cheapest first:
   marker, text after an end marker) differs from the template's.
 - prompt-builder-missing, prompt-builder-signature: create_thinking_prompt(obs_text, agent_id) and
   create_single_stage_prompt(obs_text, thinking_response, agent_id) exist and take those arguments
-  positionally, with a chat-messages return annotation if any ("Two prompt-building functions that
-  return list[dict] with role/content keys").
+  positionally, with no return annotation that surely says something else than chat messages once
+  resolved as typing.get_type_hints would ("Two prompt-building functions that return list[dict] with
+  role/content keys").
 - unknown-action: every action name prompt_template.py offers (a JSON example's "action" value, an
-  entry of a list or dict of names that are mostly helpers' names) is an action helper in helpers.py
-  ("When fixing prompt_template.py, ensure action names match the functions in helpers.py").
-- observation-to-text-missing: helpers.py defines observation_to_text(env, agent_id).
+  entry of a list or dict of names that are mostly helpers' names) is an action helper in helpers.py:
+  a callable it exposes under that name (rules/exposed.py) ("When fixing prompt_template.py, ensure
+  action names match the functions in helpers.py").
+- observation-to-text-missing: helpers.py exposes observation_to_text(env, agent_id).
 - helper-signature: every action helper takes the env and the agent id first and its further
   parameters by name, so it is callable from {"action": NAME, "agent_id": I, "args": {...}} as
-  NAME(env, agent_id, **args); a return annotation, if any, is bool ("Functions are called via JSON",
-  "returns whether the task completed").
+  NAME(env, agent_id, **args); a return annotation, if any, does not surely say something else than
+  bool ("Functions are called via JSON", "returns whether the task completed").
 - helper-calls-helper: no action helper (nor private utility) calls a public helper ("Functions
   must be independent — no helper calling another helper").
+- eval-of-model-output, config-from-environment (rules/inputs.py): no generated code runs text as
+  Python, or reads a config value from the environment.
 """
 
 from __future__ import annotations
@@ -51,6 +55,9 @@ import textwrap
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from orchestrator.rules.exposed import (OBSERVATION_HELPER, Exposed, exposed_callables, helper_names,
+                                        module_statements, static_action_helpers, unresolved_names)
+from orchestrator.rules.inputs import check_config_inputs, check_inputs
 from orchestrator.rules.integrity import (bound_names, check_config_reads, check_config_writes,
                                           check_dispatch_uses_helpers, check_generic_rebinding,
                                           check_helper_references, check_menu_mutation, check_protected_patches,
@@ -67,12 +74,10 @@ SOURCE_FILES = ("env_move.py", "grpo_config.py", "grpo_template.py")
 FOLDER_FILES = GENERATED_FILES + SOURCE_FILES
 
 CONFIG_CLASS = "GRPOConfig"
-OBSERVATION_HELPER = "observation_to_text"
 PROMPT_BUILDERS = {
     "create_thinking_prompt": ("obs_text", "agent_id"),
     "create_single_stage_prompt": ("obs_text", "thinking_response", "agent_id"),
 }
-_MESSAGES_ANNOTATIONS = {"list", "list[dict]", "list[dict[str,str]]", "list[dict[str,Any]]"}
 DIFF_LINES = 40  # lines of a unified diff shown in one violation
 
 _Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -303,25 +308,30 @@ def _check_outside(text: str, sections: list[Section], template_text: str,
 def check_prompt_template(text: str, helpers_text: str) -> list[Violation]:
     """Both prompt builders exist and take the brief's arguments; every offered action is a helper.
 
+    A builder, like a helper, is whatever callable the module exposes under that name (rules/exposed.py).
     That a builder returns list[dict] with "role" and "content" cannot be proven from the AST: only a
-    return annotation, when present, is checked; the import and runtime checks call the builders.
+    return annotation, when present, is checked, resolved as typing.get_type_hints would (the
+    `if TYPE_CHECKING:` block included), and only one that is surely something else is refused; the
+    import and runtime checks call the builders.
     """
     syntax = check_syntax("prompt_template.py", text) + check_syntax("helpers.py", helpers_text)
     if syntax:
         return syntax
-    tree = ast.parse(text)
-    functions = top_level_functions(tree)
-    helpers = action_helper_names(top_level_functions(ast.parse(helpers_text)))
-    violations = _check_offered_actions(tree, helpers) + check_menu_mutation(tree, action_menus(tree, helpers))
+    tree, helpers_tree = ast.parse(text), ast.parse(helpers_text)
+    builders = exposed_callables(tree)
+    helpers, names = set(static_action_helpers(helpers_tree)), helper_names(helpers_tree)
+    violations = (_check_offered_actions(tree, helpers, names)
+                  + check_menu_mutation(tree, action_menus(tree, names)))
+    types = type_bindings(tree)
     for name, params in PROMPT_BUILDERS.items():
-        builder = functions.get(name)
+        builder = builders.get(name)
         if builder is None:
             violations.append(Violation(
                 "prompt-builder-missing", "prompt_template.py", None,
                 f"no top-level function {name}({', '.join(params)}); define it, returning chat messages "
                 f"[{{\"role\": ..., \"content\": ...}}, ...]"))
         else:
-            violations += _check_builder(builder, params, _aliases(tree))
+            violations += _check_builder(builder, params, types)
     return violations
 
 
@@ -363,10 +373,11 @@ def action_menus(tree: ast.Module, helpers: set[str]) -> set[str]:
     return menus
 
 
-def _check_offered_actions(tree: ast.Module, helpers: set[str]) -> list[Violation]:
+def _check_offered_actions(tree: ast.Module, helpers: set[str], names: set[str]) -> list[Violation]:
+    """Each offered name is in `names` (the helpers, and what may be one); the message lists the helpers."""
     violations, seen = [], set()
-    for name, line in offered_actions(tree, helpers):
-        if name in helpers or name in seen:
+    for name, line in offered_actions(tree, names):
+        if name in names or name in seen:
             continue
         seen.add(name)
         violations.append(Violation(
@@ -376,7 +387,7 @@ def _check_offered_actions(tree: ast.Module, helpers: set[str]) -> list[Violatio
     return violations
 
 
-def _check_builder(builder: _Function, params: tuple[str, ...], aliases: dict[str, ast.expr]) -> list[Violation]:
+def _check_builder(builder: Exposed, params: tuple[str, ...], types: dict[str, ast.AST | None]) -> list[Violation]:
     violations = []
     args = builder.args
     positional = args.posonlyargs + args.args
@@ -384,39 +395,128 @@ def _check_builder(builder: _Function, params: tuple[str, ...], aliases: dict[st
     required_keywords = [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is None]
     if not (required <= len(params) <= len(positional) or args.vararg) or required_keywords:
         violations.append(Violation(
-            "prompt-builder-signature", "prompt_template.py", builder.lineno,
+            "prompt-builder-signature", "prompt_template.py", builder.line,
             f"{builder.name}({ast.unparse(args)}) must be callable as {builder.name}({', '.join(params)}): "
             f"exactly {len(params)} positional arguments and nothing else required"))
-    if builder.returns is not None and not _is_messages_annotation(builder.returns, aliases):
+    if builder.returns is not None and type_verdict(builder.returns, types, MESSAGES) is False:
         violations.append(Violation(
-            "prompt-builder-signature", "prompt_template.py", builder.lineno,
+            "prompt-builder-signature", "prompt_template.py", builder.line,
             f"{builder.name} is annotated to return {_quote(ast.unparse(builder.returns))} but must return chat "
             f"messages [{{\"role\": ..., \"content\": ...}}]; annotate it list[dict[str, str]] or drop the annotation"))
     return violations
 
 
-def _is_messages_annotation(annotation: ast.expr, aliases: dict[str, ast.expr]) -> bool:
+# ---------------------------------------------------------------- annotations, as typing.get_type_hints reads them
+
+MESSAGES, MESSAGE, BOOL = "messages", "message", "bool"  # a list of chat messages; one message (a dict); a bool
+_TYPING_MODULES = ("typing", "typing_extensions", "collections.abc", "collections", "builtins")
+_LISTS = {"list", "List", "Sequence", "MutableSequence"}
+_DICTS = {"dict", "Dict", "Mapping", "MutableMapping", "OrderedDict", "defaultdict", "TypedDict"}
+_ANYTHING = {"Any", "object"}
+_SURELY_NOT = {"str", "bytes", "int", "float", "complex", "bool", "None", "NoneType", "tuple", "Tuple", "set", "Set",
+               "frozenset", "FrozenSet", "Literal", "Iterator", "Generator", "Callable"}
+_MOST_ALIASES = 12  # alias chains followed; a longer one (or a cycle) is not judged
+
+
+def type_bindings(tree: ast.Module) -> dict[str, ast.AST | None]:
+    """What each module-level name means in an annotation: an alias's value (`Name = value`, `Name: TypeAlias =
+    value`, `type Name = value`), a class, a name imported from typing (as that name), or None (imported from
+    elsewhere: unknown). Read as typing.get_type_hints resolves names, the `if TYPE_CHECKING:` block included;
+    the last binding wins."""
+    found: dict[str, ast.AST | None] = {}
+    for node in module_statements(tree.body, type_checking=True):
+        if isinstance(node, ast.Assign):
+            found.update({t.id: node.value for t in node.targets if isinstance(t, ast.Name)})
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            found[node.target.id] = node.value
+        elif type(node).__name__ == "TypeAlias":  # `type Name = value` (Python 3.12)
+            found[node.name.id] = node.value
+        elif isinstance(node, ast.ClassDef):
+            found[node.name] = node
+        elif isinstance(node, ast.ImportFrom):
+            typing = node.module in _TYPING_MODULES
+            found.update({a.asname or a.name: ast.Name(a.name) if typing else None for a in node.names})
+        elif isinstance(node, ast.Import):
+            found.update({(a.asname or a.name).split(".")[0]: None for a in node.names
+                          if a.name not in _TYPING_MODULES})
+    return found
+
+
+def type_verdict(annotation: ast.AST, types: dict[str, ast.AST | None], want: str, depth: int = 0) -> bool | None:
+    """Whether `annotation` says `want` (MESSAGES, MESSAGE or BOOL): True, False (surely something else), or None
+    (it cannot be told statically: an imported name, an unknown class)."""
+    if depth > _MOST_ALIASES:
+        return None
     if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):  # a quoted annotation
         try:
             annotation = ast.parse(annotation.value, mode="eval").body
         except SyntaxError:
-            return False
-    if isinstance(annotation, ast.Name) and annotation.id in aliases:
-        annotation = aliases[annotation.id]
-    text = re.sub(r"\s|typing\.", "", ast.unparse(annotation))
-    text = re.sub(r"\bDict\b", "dict", re.sub(r"\bList\b", "list", text))
-    return text in _MESSAGES_ANNOTATIONS
+            return None
+    if isinstance(annotation, ast.Constant) and annotation.value is None:
+        return False
+    base, params = annotation, []
+    if isinstance(annotation, ast.Subscript):
+        base = annotation.value
+        params = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else [annotation.slice]
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        return _union_verdict([annotation.left, annotation.right], types, want, depth)
+    name = _type_name(base)
+    if name in ("Optional", "Union"):
+        return _union_verdict(params, types, want, depth)
+    if name == "Annotated" and params:
+        return type_verdict(params[0], types, want, depth + 1)
+    if isinstance(base, ast.Name) and name in types:
+        meaning = types[name]
+        if isinstance(meaning, ast.ClassDef):
+            return _class_verdict(meaning, want)
+        if isinstance(meaning, ast.Call):  # TypedDict("Message", {...})
+            return (want == MESSAGE) if _type_name(meaning.func) == "TypedDict" else None
+        if meaning is None or (isinstance(meaning, ast.Name) and meaning.id == name):
+            return None if meaning is None else _named_verdict(name, params, types, want, depth)
+        return type_verdict(meaning, types, want, depth + 1)
+    return None if name is None else _named_verdict(name, params, types, want, depth)
 
 
-def _aliases(tree: ast.Module) -> dict[str, ast.expr]:
-    """Module-level `Name = value` and `Name: TypeAlias = value` bindings, the last one winning."""
-    aliases: dict[str, ast.expr] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign):
-            aliases.update({t.id: node.value for t in node.targets if isinstance(t, ast.Name)})
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            aliases[node.target.id] = node.value
-    return aliases
+def _named_verdict(name: str, params: list[ast.expr], types: dict, want: str, depth: int) -> bool | None:
+    """A builtin or typing name, with its parameters."""
+    if name in _ANYTHING:
+        return True
+    if want == MESSAGES and name in _LISTS:
+        return type_verdict(params[0], types, MESSAGE, depth + 1) is not False if params else True
+    if (want == MESSAGE and name in _DICTS) or (want == BOOL and name == "bool"):
+        return True
+    if name in _SURELY_NOT | _LISTS | _DICTS:
+        return False
+    return None
+
+
+def _union_verdict(members: list[ast.expr], types: dict, want: str, depth: int) -> bool | None:
+    """A union says `want` when each member but None does (None aside: the probe sees what really returns)."""
+    verdicts = [type_verdict(m, types, want, depth + 1) for m in members
+                if not (isinstance(m, ast.Constant) and m.value is None) and _type_name(m) != "None"]
+    if not verdicts or False in verdicts:
+        return False
+    return True if all(verdicts) else None
+
+
+def _class_verdict(cls: ast.ClassDef, want: str) -> bool | None:
+    bases = {_type_name(b) for b in cls.bases}
+    if bases & _DICTS:
+        return want == MESSAGE
+    if bases & {"list", "List"}:
+        return want == MESSAGES
+    return False if not bases or bases <= {"object"} else None  # a plain class; an unknown base: not told
+
+
+def _type_name(node: ast.AST) -> str | None:
+    """`List` of `List`, `typing.List` and `collections.abc.Sequence`'s last part; None for another module's name."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and ast.unparse(node.value) in (*_TYPING_MODULES, "t"):
+        return node.attr
+    if isinstance(node, ast.Constant) and node.value is None:
+        return "None"
+    return None
 
 
 # ---------------------------------------------------------------- helpers.py
@@ -424,32 +524,35 @@ def _aliases(tree: ast.Module) -> dict[str, ast.expr]:
 def check_helpers(text: str) -> list[Violation]:
     """observation_to_text(env, agent_id) exists; action helpers are callable as NAME(env, agent_id, **args).
 
-    Action helpers are the public top-level functions (no leading "_") other than observation_to_text.
-    Helpers must not call one another: a call is an `ast.Call` whose func is a bare name, and a call
-    from an action helper to any other public helper, observation_to_text included, is a violation.
-    Private `_` functions are shared utilities that anyone may call; so that they cannot smuggle such
-    a call in, a private function calling a public helper is a violation too.
+    Action helpers are the callables helpers.py exposes under a public name (no leading "_"; see
+    rules/exposed.py), observation_to_text aside. Helpers must not call one another: a call is an
+    `ast.Call` whose func is a bare name, and a call from a top-level function to any other public
+    helper, observation_to_text included, is a violation. Private `_` functions are shared utilities
+    that anyone may call; so that they cannot smuggle such a call in, a private function calling a
+    public helper is a violation too.
     """
     syntax = check_syntax("helpers.py", text)
     if syntax:
         return syntax
-    functions = top_level_functions(ast.parse(text))
+    tree = ast.parse(text)
+    exposed, unresolved = exposed_callables(tree), unresolved_names(tree)
     violations = []
-    observe = functions.get(OBSERVATION_HELPER)
-    if observe is None:
+    observe = exposed.get(OBSERVATION_HELPER)
+    if observe is None and OBSERVATION_HELPER not in unresolved:
         violations.append(Violation(
             "observation-to-text-missing", "helpers.py", None,
             f"no top-level function {OBSERVATION_HELPER}(env, agent_id); define it, returning the text one "
             f"agent sees this turn, with coordinates"))
-    else:
+    elif observe is not None:
         violations += _check_observation_signature(observe)
-    public = {name for name in functions if not name.startswith("_")}
-    helpers = action_helper_names(functions)
-    for name, function in functions.items():
-        if name in helpers:
-            violations += _check_helper_signature(function)
+    public = set(exposed)  # an unresolved name may be a constant: the probe sees a helper reached at run time
+    types = type_bindings(tree)
+    for name, helper in exposed.items():
+        if name != OBSERVATION_HELPER:
+            violations += _check_helper_signature(helper, types)
+    for name, function in top_level_functions(tree).items():
         violations += _check_helper_calls(function, public - {name})
-    return violations + check_helper_references(ast.parse(text), public)
+    return violations + check_helper_references(tree, public)
 
 
 def top_level_functions(tree: ast.Module) -> dict[str, _Function]:
@@ -457,38 +560,33 @@ def top_level_functions(tree: ast.Module) -> dict[str, _Function]:
     return {node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
-def action_helper_names(functions: dict[str, _Function]) -> set[str]:
-    """The action helpers among helpers.py's top-level functions: the public ones but observation_to_text."""
-    return {name for name in functions if not name.startswith("_") and name != OBSERVATION_HELPER}
-
-
-def _check_observation_signature(function: _Function) -> list[Violation]:
+def _check_observation_signature(function: Exposed) -> list[Violation]:
     args = function.args
     positional = args.posonlyargs + args.args
     required = len(positional) - len(args.defaults) + sum(d is None for d in args.kw_defaults)
     if len(positional) >= 2 and required <= 2:
         return []
-    return [Violation("helper-signature", "helpers.py", function.lineno,
+    return [Violation("helper-signature", "helpers.py", function.line,
                       f"{OBSERVATION_HELPER}({ast.unparse(args)}) is called as {OBSERVATION_HELPER}(env, agent_id): "
                       f"take (env, agent_id) first and give any further parameter a default")]
 
 
-def _check_helper_signature(function: _Function) -> list[Violation]:
+def _check_helper_signature(function: Exposed, types: dict[str, ast.AST | None]) -> list[Violation]:
     args = function.args
     call = f"{function.name}(env, agent_id, **args)"
     if len(args.posonlyargs + args.args) < 2:
-        return [Violation("helper-signature", "helpers.py", function.lineno,
+        return [Violation("helper-signature", "helpers.py", function.line,
                           f"action helper {function.name}({ast.unparse(args)}) must take the env and the agent id as "
                           f"its first two parameters: it is called as {call}")]
     problems = [f"parameter {a.arg!r} is positional-only (before '/')" for a in args.posonlyargs[2:]]
     if args.vararg is not None:
         problems.append(f"it takes *{args.vararg.arg}")
-    if function.returns is not None and ast.unparse(function.returns).strip("'\"") != "bool":
+    if function.returns is not None and type_verdict(function.returns, types, BOOL) is False:
         problems.append(f"it is annotated to return {ast.unparse(function.returns)}, but a helper returns bool "
                         f"(whether its task completed)")
     if not problems:
         return []
-    return [Violation("helper-signature", "helpers.py", function.lineno,
+    return [Violation("helper-signature", "helpers.py", function.line,
                       f"action helper {function.name}: {'; '.join(problems)}; it is called from the JSON form as "
                       f"{call} and returns bool")]
 
@@ -553,7 +651,8 @@ def check_all(files: dict[str, str | None], sources: dict[str, str],
         "env_move.py": lambda: check_protected("env_move.py", present["env_move.py"], sources["env_move.py"]),
         "grpo_template.py": lambda: check_protected(
             "grpo_template.py", present["grpo_template.py"], sources["grpo_template.py"]),
-        "grpo_config.py": lambda: check_config(present["grpo_config.py"], sources["grpo_config.py"]),
+        "grpo_config.py": lambda: check_config(present["grpo_config.py"], sources["grpo_config.py"])
+        + check_config_inputs(present["grpo_config.py"], sources["grpo_config.py"]),
         "helpers.py": lambda: check_helpers(present["helpers.py"]),
         "prompt_template.py": lambda: check_prompt_template(present["prompt_template.py"], present["helpers.py"]),
         "train.py": lambda: check_train(present["train.py"], sources["grpo_template.py"]) + check_train_integrity(
@@ -566,7 +665,8 @@ def check_all(files: dict[str, str | None], sources: dict[str, str],
     for name in set(GENERATED_FILES) & selected & usable:
         if name.endswith(".py"):
             tree = ast.parse(present[name])
-            violations += check_protected_patches(name, tree) + check_shadowing(name, tree)
+            violations += (check_protected_patches(name, tree) + check_shadowing(name, tree)
+                           + check_inputs(name, tree, present[name]))
     return violations
 
 
@@ -575,7 +675,7 @@ def check_train_integrity(text: str, template_text: str, helpers_text: str, conf
     tree = ast.parse(text)
     fields, members = config_members(config_text)
     return (check_generic_rebinding(text, template_text)
-            + check_dispatch_uses_helpers(tree, action_helper_names(top_level_functions(ast.parse(helpers_text))))
+            + check_dispatch_uses_helpers(tree, helper_names(ast.parse(helpers_text)))
             + check_config_reads(tree, fields, members) + check_config_writes(text))
 
 

@@ -40,9 +40,9 @@ import traceback
 import types
 from typing import Any
 
-from orchestrator.rules.probe.effects import (OBSERVATION_HELPER, QUOTED, Board, action_helpers, callees,
-                                              check_dispatch, check_episode, check_helpers, check_observation,
-                                              check_prompts, check_stages)
+from orchestrator.rules.exposed import OBSERVATION_HELPER, action_helpers
+from orchestrator.rules.probe.effects import (QUOTED, Board, callees, check_dispatch, check_episode, check_helpers,
+                                              check_observation, check_prompts, check_stages)
 from orchestrator.rules.probe.game import (check_game, choose, default_recipe, dependencies, dependency_changes,
                                            env_base, find_factory, game_instance, import_apart, learn_play,
                                            reference_positions, start_recipe, training_game)

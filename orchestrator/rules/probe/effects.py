@@ -25,7 +25,8 @@ Each rule is the running side of a line of the brief:
   output ONE action call", the JSON form with the agent's id): the prompts the training renders, in the
   order it renders them (every agent's Stage 1, then every agent's Stage 2), hold the agent's own
   observation (both stages), its own Stage-1 output (Stage 2), every helper's name (Stage 2) and required
-  parameters (either stage), and an "agent_id" example equal to the agent's own id.
+  parameters (either stage; one with a default is optional), and an "agent_id" example equal to the agent's
+  own id.
 - dispatch-wrong-helper, dispatch-accepts-raw-action, dispatch-accepts-bad-arguments ("parse JSON action →
   call the right helper function"): the CUSTOMIZE function that, given (game, call), runs a helper is the
   dispatch; a call naming an offered helper runs that helper and no other, and does what calling it
@@ -47,12 +48,12 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from orchestrator.rules.exposed import OBSERVATION_HELPER, helper_function
 from orchestrator.rules.probe.game import Play, Position
 from orchestrator.rules.probe.replicas import state
 from orchestrator.rules.probe.values import (ProbeTimeout, at, call, canonical, covered, differences, short, show_path,
                                              violation)
 
-OBSERVATION_HELPER = "observation_to_text"
 JSON_ACTION = re.compile(r"""["']action["']\s*:\s*["']([A-Za-z_]\w*)["']""")
 AGENT_ID = re.compile(r"""["']agent_id["']\s*:\s*["']?(-?\d+)""")
 PLACEHOLDERS = {"name", "action", "action_name", "helper", "helper_name", "function", "function_name", "func",
@@ -64,11 +65,6 @@ EPISODE_TURNS = 12  # turns of the whole episode the helpers are played over
 CALL_SECONDS = 2.0  # a helper call's time budget
 MOST_ARGUMENT_SETS = 16
 POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-
-
-def action_helpers(helpers: types.ModuleType) -> dict[str, types.FunctionType]:
-    return {name: f for name, f in vars(helpers).items() if isinstance(f, types.FunctionType)
-            and f.__module__ == helpers.__name__ and not name.startswith("_") and name != OBSERVATION_HELPER}
 
 
 def is_messages(value: Any) -> bool:
@@ -138,8 +134,11 @@ class HelperTracer:
     """Sees every call: a public helper entered while another runs (nested), and the helpers entered
     from outside any helper (entered), in order."""
 
-    def __init__(self, helpers: dict[str, types.FunctionType]) -> None:
-        self.names = {f.__code__: name for name, f in helpers.items()}
+    def __init__(self, helpers: dict[str, Callable]) -> None:
+        self.names: dict[types.CodeType, str] = {}
+        for name, f in helpers.items():  # the code that runs; two names of one function are seen as the first
+            self.names.setdefault(helper_function(f).__code__, name)
+        self.canonical = {name: self.names[helper_function(f).__code__] for name, f in helpers.items()}
         self.active: list[str] = []
         self.nested: set[tuple[str, str]] = set()
         self.entered: list[str] = []
@@ -525,16 +524,21 @@ def stage_problems(rendered: dict[str, tuple[str, str, str]], observation: str, 
                                       f"{who} shows \"agent_id\": {wrong[0]} in its response format for agent "
                                       f"{agent}; the JSON example names the agent's own id"))
     both = " ".join(text for text, _, _ in rendered.values())
-    unnamed = [f"{name}({p})" for name, f in table.items() for p in list(inspect.signature(f).parameters)[2:]
-               if inspect.signature(f).parameters[p].kind not in (inspect.Parameter.VAR_POSITIONAL,
-                                                                  inspect.Parameter.VAR_KEYWORD)
-               and not re.search(rf"\b{re.escape(p)}\b", both)]
+    unnamed = [f"{name}({p.name})" for name, f in table.items() for p in required_parameters(f)
+               if not re.search(rf"\b{re.escape(p.name)}\b", both)]
     if unnamed and rendered:
         text, file, who = list(rendered.values())[-1]
         problems.append(violation("prompt-missing-helper-menu", file,
                                   f"the prompts never name the argument(s) {', '.join(unnamed)}; offer every helper "
                                   f"with its signature so the model can fill \"args\""))
     return problems
+
+
+def required_parameters(helper: Callable) -> list[inspect.Parameter]:
+    """The parameters after (game, agent_id) a call must fill: an optional one (with a default) is no
+    required part of the menu."""
+    return [p for p in list(inspect.signature(helper).parameters.values())[2:]
+            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
 
 
 def check_dispatch(candidates: list[Callee], table: dict[str, types.FunctionType], board: Board,
@@ -565,7 +569,8 @@ def check_dispatch(candidates: list[Callee], table: dict[str, types.FunctionType
         result, error = tracer.run(dispatch.function, game, copy.deepcopy(payload))
         entered = list(tracer.entered)
         expected, _ = call(table[name], direct, success.agent, **copy.deepcopy(success.args))
-        if entered[:1] != [name] or set(entered) != {name} or error is not None:
+        own = tracer.canonical[name]
+        if entered[:1] != [own] or set(entered) != {own} or error is not None:
             ran = ", ".join(f"{n}()" for n in dict.fromkeys(entered)) or "no helper"
             detail = f"ran {ran}" + (f" and raised {type(error).__name__}: {error}" if error else "")
         elif state(game) != state(direct) or type(result) is not type(expected) or result != expected:
