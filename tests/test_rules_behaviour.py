@@ -517,7 +517,11 @@ def role(folder: Path, name: str) -> str:
 
 
 def parser(folder: Path) -> str:
-    return next(n for n in customize_callables(read(folder, "train.py")) if "parse" in n)
+    """The CUSTOMIZE function of (text, agent_id) that returns the parsed call (annotated `-> dict`)."""
+    text = read(folder, "train.py")
+    return next(n for n in customize_callables(text) if "." not in n
+                and ast.unparse(function_node(text, n).returns or ast.Constant(None)) == "dict"
+                and len(function_node(text, n).args.args) == 2)
 
 
 def eval_in_parser(folder: Path) -> None:
