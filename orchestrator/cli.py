@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from orchestrator.formal import DEFAULT_MODEL
-from orchestrator.runs import SetupError, list_runs, metrics_line, run_summary, spent
+from orchestrator.runs import SetupError, from_disk, list_runs, metrics_line, run_summary, spent
 from orchestrator.tiny_agent import TINY_AGENT
 
 if TYPE_CHECKING:
@@ -282,7 +282,8 @@ def demo(example: str = typer.Option("cleanup", help="an example under examples/
     if roles is not None:
         console.print("  config roles:\n" + "\n".join(f"    {line}" for line in roles.describe().splitlines()),
                       markup=False, highlight=False)
-    console.print(f"  formal run logs: {outcome.state.get('formal_log_dir', '-')}")
+    logs = outcome.state.get("formal_log_dir")
+    console.print(f"  formal run logs: {from_disk(logs, project_root.resolve()) if logs else '-'}")
     console.print(f"  ideas: {project_root.resolve() / 'workspace' / 'future_improvements.md'}")
     console.print(f"  action log: {project_root.resolve() / 'claude.logs'}; events, report: {run_dir}")
     _finish(outcome)

@@ -3,7 +3,8 @@
 A run is `runs/RUN_ID/` with `run.json` (settings and status; paths relative to the project root, so
 a copied project resumes into itself), `checkpoints.sqlite` (LangGraph, thread id = run id, written
 before the next node starts), `journal.jsonl` (every paid answer and every commit, fsynced: see
-orchestrator.journal), `jobs/` (training job records), `events.jsonl`, `claude.logs`, `probe.json`,
+orchestrator.journal), `jobs/` (training job records), `formal-N/` (formal attempt N's own folder: its
+code, logs, outputs; orchestrator.nodes.train), `events.jsonl`, `claude.logs`, `probe.json`,
 `report.md`, `state.json` (orchestrator.runs: what `status` reads, rewritten after every checkpoint),
 `plots/` (orchestrator.plots), `report.html` (orchestrator.page: the run in a browser, rewritten with
 state.json and every PAGE_LIVE_S while a node reports progress).
@@ -24,8 +25,6 @@ the workspace are removed once the run holds the workspace.
 from __future__ import annotations
 
 import ast
-import json
-import shutil
 import signal
 import sqlite3
 import sys
@@ -288,7 +287,6 @@ def resume_run(project_root: Path, run_id: str, *, from_node: str | None = None,
                 config, values, next_nodes = _resume_point(graph, run_id, from_node)
                 if not next_nodes:
                     return _record_ending(settings, values, previous, Pipeline.of(graph.get_graph()), on_event)
-                config, values = _moved_paths(graph, config, values, project_root)
             except sqlite3.DatabaseError as exc:
                 raise _damaged(settings.run_dir, exc) from exc
         committed = any(a.get("sha") for a in values.get("attempts") or [])  # else setup has not run yet
@@ -361,17 +359,6 @@ def _resume_point(graph: Any, run_id: str, from_node: str | None) -> tuple[dict[
     raise SetupError(f"run {run_id} never reached node {from_node!r}; nodes it reached: {', '.join(nodes)}")
 
 
-def _moved_paths(graph: Any, config: dict[str, Any], values: RunState, root: Path) -> tuple[dict[str, Any], RunState]:
-    """A project copied or moved since the checkpoint: the formal run's log folder, saved as an absolute
-    path by formal_train, is pointed into this project's workspace, not the original's."""
-    saved = values.get("formal_log_dir")
-    if not saved or Path(saved).is_relative_to(root) or "/workspace/" not in saved:
-        return config, values
-    moved = str(root / "workspace" / saved.rsplit("/workspace/", 1)[1])
-    config = graph.update_state(config, {"formal_log_dir": moved})
-    return config, graph.get_state(config).values
-
-
 def _carry_spend(graph: Any, config: dict[str, Any], before: RunState, latest: RunState) -> dict[str, Any]:
     """Re-entering at an earlier checkpoint forgets nothing that was paid for: the spend and the attempts
     recorded since then are carried into the fork, so caps stay honest and attempt numbers go on."""
@@ -411,8 +398,7 @@ def _reconcile(ctx: RunContext, values: RunState, next_nodes: tuple[str, ...], p
     ours = {r["sha"] for r in ctx.journal.records("commit")}
     if previous not in CRASHED and not set(later) <= ours:
         return  # commits this run did not make (a researcher's, by hand): leave the workspace alone
-    keep = _job_folders(ctx, jobs_dir)
-    dropped = _restore_keeping(ctx, target, keep)
+    dropped = ctx.workspace.restore(target)  # a training job writes in the run's folder, never in the workspace
     if dropped:
         ctx.journal.append("rollback", to=target, commits=later, files=dropped)
         ctx.log.record(Event(ctx.run_id, "run", "rollback",
@@ -432,41 +418,6 @@ def _rollback_point(ctx: RunContext, values: RunState) -> tuple[str, list[str]]:
     if unclaimed and ctx.workspace.is_ancestor(unclaimed[0]["parent"]):
         return unclaimed[0]["parent"], ctx.workspace.commits_since(unclaimed[0]["parent"])
     return ctx.workspace.head_sha(), []
-
-
-def _job_folders(ctx: RunContext, jobs_dir: Path) -> list[str]:
-    """Workspace folders holding a recorded training job's logs (relative), which a rollback must keep."""
-    root = ctx.workspace.root.resolve()
-    folders = []
-    for path in jobs_dir.glob("*.json"):
-        try:
-            log_path = Path(json.loads(path.read_text()).get("log_path", ""))
-            folders.append(log_path.resolve().parent.relative_to(root).as_posix())
-        except (OSError, ValueError):
-            continue
-    return folders
-
-
-def _restore_keeping(ctx: RunContext, target: str, keep: list[str]) -> list[str]:
-    """`Workspace.restore`, keeping the job folders' files as they are on disk (a job may still write there)."""
-    aside = ctx.run_dir / "jobs" / ".aside"
-    moved = []
-    live_folders = {Path(f).name for f in keep} & set(live_jobs(ctx.run_dir / "jobs"))
-    for rel in keep:
-        src = ctx.workspace.root / rel
-        if src.is_dir() and Path(rel).name not in live_folders:
-            (aside / rel).parent.mkdir(parents=True, exist_ok=True)
-            src.rename(aside / rel)
-            moved.append(rel)
-    try:
-        return ctx.workspace.restore(target, keep=keep)
-    finally:
-        for rel in moved:
-            dest = ctx.workspace.root / rel
-            if dest.exists():
-                shutil.rmtree(dest)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            (aside / rel).rename(dest)
 
 
 class _Terminated(KeyboardInterrupt):
