@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 import typer
+from typer.exceptions import Abort, TyperException
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.formal import DEFAULT_MODEL
@@ -58,7 +60,7 @@ def _finish(outcome: RunOutcome) -> None:
 
 
 def _bad_input(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}", soft_wrap=True)  # one line, however long
+    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)  # one line, however long
     raise typer.Exit(2)
 
 
@@ -66,7 +68,7 @@ def _pinned_values(pairs: list[str]) -> dict:
     values = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
-        if not sep:
+        if not sep or not key:
             _bad_input(f"--formal-set takes KEY=VALUE, got {pair!r}")
         try:
             values[key] = json.loads(text)
@@ -290,4 +292,16 @@ def demo(example: str = typer.Option("cleanup", help="an example under examples/
 
 
 def main() -> None:
-    app()
+    """`python -m orchestrator`: a command line that cannot be parsed (an unknown option, a value of the wrong
+    kind, a missing argument) is refused in one line with its exit code (2), like any other bad input."""
+    try:
+        code = app(standalone_mode=False)
+    except TyperException as exc:
+        if type(exc).__name__ != "NoArgsIsHelpError":  # that one printed the help already, as typer knows it by name
+            where = getattr(getattr(exc, "ctx", None), "command_path", "python -m orchestrator")
+            console.print(f"[bold red]error:[/] {escape(' '.join(exc.format_message().split()).rstrip('.'))}; see `{where} --help`",
+                          soft_wrap=True, highlight=False)
+        sys.exit(exc.exit_code)
+    except Abort:
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)

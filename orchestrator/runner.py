@@ -25,6 +25,7 @@ the workspace are removed once the run holds the workspace.
 from __future__ import annotations
 
 import ast
+import os
 import signal
 import sqlite3
 import sys
@@ -51,7 +52,8 @@ from orchestrator.llm import LLMError, make_llm
 from orchestrator.page import Pipeline, write_page
 from orchestrator.plots import curves_section
 from orchestrator.runlock import WorkspaceBusy, WorkspaceLock, marked_process, run_processes, stop_processes
-from orchestrator.runs import FORMAL_JOB, RunSettings, SetupError, llm_paths, spent, to_disk, write_state
+from orchestrator.runs import (FORMAL_JOB, RunSettings, SetupError, check_run_id, llm_paths, spent, to_disk,
+                              write_state)
 from orchestrator.state import SOURCE_FILES, Limits, RunContext, RunState, attempt_count
 from orchestrator.training_job import live_jobs
 from orchestrator.workspace import Workspace, WorkspaceError
@@ -81,7 +83,7 @@ def new_run_id() -> str:
 
 
 def check_limits(limits: Limits) -> None:
-    if limits.max_cost_usd is not None and limits.max_cost_usd < 0:
+    if limits.max_cost_usd is not None and not limits.max_cost_usd >= 0:  # nan too
         raise SetupError(f"--max-cost must be 0 or more, got {limits.max_cost_usd}")
     if limits.max_tokens is not None and limits.max_tokens < 0:
         raise SetupError(f"--max-tokens must be 0 or more, got {limits.max_tokens}")
@@ -144,6 +146,47 @@ def check_source_of_truth(folder: Path) -> None:
         problem = (result.stdout.strip().splitlines() or result.stderr.strip().splitlines()[-1:]
                    or [f"the import check timed out after {SOURCE_CHECK_TIMEOUT_S:.0f} s"])[0]
         raise SetupError(f"source of truth: {problem[:400]}; {fix}")
+
+
+def check_project_root(root: Path) -> None:
+    """The project root is a folder this process may write workspace/ and runs/ into (or may create)."""
+    existing = next(folder for folder in (root, *root.parents) if folder.exists())
+    if not existing.is_dir():
+        raise SetupError(f"--project-root {root}: {existing} is a file: give the folder that holds source_of_truth/ "
+                         f"(workspace/ and runs/ are made there)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise SetupError(f"--project-root {root}: {existing} is not writable here; give a folder you may write to")
+
+
+def local_model(value: str, flag: str) -> str:
+    """A model given as a folder (a path starting with /, ./, ../ or ~) made absolute, so the training runs find
+    it from their own folders; refused when it is not there. A hub id, the tiny agent or "" is left as it is."""
+    if not value.startswith(("/", "./", "../", "~")):
+        return value
+    folder = Path(value).expanduser().resolve()
+    if not folder.is_dir():
+        raise SetupError(f"{flag} {value}: no such model folder; give a local model folder or a hub id")
+    return str(folder)
+
+
+def checked_specs(runtime_check: RuntimeCheckSpec, formal: FormalSpec,
+                  source: Path) -> tuple[RuntimeCheckSpec, FormalSpec]:
+    """The runtime check's and the formal run's settings, refused before anything is spent when they cannot
+    work (no episode, no time, a value pinned on a field the researcher's GRPOConfig lacks); model folders
+    made absolute."""
+    if runtime_check.episodes < 1:
+        raise SetupError(f"--check-episodes must be 1 or more, got {runtime_check.episodes}")
+    if not formal.hang_seconds > 0:
+        raise SetupError(f"--hang-seconds must be more than 0, got {formal.hang_seconds}")
+    if formal.timeout_s is not None and not formal.timeout_s > 0:
+        raise SetupError(f"--formal-timeout must be more than 0 seconds, got {formal.timeout_s}")
+    fields = config_fields(ast.parse((source / "grpo_config.py").read_text())) or {}
+    unknown = [key for key in formal.pinned if key not in fields]
+    if unknown:
+        raise SetupError(f"--formal-set {', '.join(map(repr, unknown))}: not a field of {CONFIG_CLASS} in "
+                         f"{source / 'grpo_config.py'}; its fields: {', '.join(fields)}")
+    return (replace(runtime_check, model=local_model(runtime_check.model, "--check-model")),
+            replace(formal, model=local_model(formal.model, "--formal-model")))
 
 
 class _Saver(SqliteSaver):
@@ -242,10 +285,14 @@ def start_run(project_root: Path, *, llm: str, source_of_truth: Path | None = No
               on_event: Callable[[str], None] = lambda line: None) -> RunOutcome:
     if until and until not in NODES:
         raise SetupError(f"--until {until!r} is not a node; nodes: {', '.join(NODES)}")
+    if run_id is not None:
+        check_run_id(run_id)
     check_limits(limits)
     project_root = project_root.resolve()
+    check_project_root(project_root)
     source = (source_of_truth or project_root / "source_of_truth").resolve()
     check_source_of_truth(source)
+    runtime_check, formal = checked_specs(runtime_check, formal, source)
     _llm_or_setup_error(llm)  # a missing API key fails here, before anything is written
     settings = RunSettings(run_id=run_id or new_run_id(), llm=llm, project_root=str(project_root),
                            source_of_truth=str(source), limits=asdict(limits), runtime_check=asdict(runtime_check),

@@ -32,6 +32,16 @@ class SetupError(ValueError):
     """Bad input found before anything runs; the message says what to do."""
 
 
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_run_id(run_id: str) -> None:
+    """A run id names a folder under runs/ and the git branch run/RUN_ID: letters, digits, `.`, `_` and `-`."""
+    if not _RUN_ID.fullmatch(run_id) or ".." in run_id or run_id.endswith((".", ".lock")):
+        raise SetupError(f"--run-id {run_id!r} cannot name a run: use up to 100 letters, digits, '.', '_' and '-', "
+                         f"starting with a letter or digit (no '..'), or leave it out for a new time-stamped id")
+
+
 def to_disk(value: str, root: Path) -> str:
     """An absolute path inside `root` as "./REL"; anything else (model ids, outside paths) unchanged."""
     if not value or not Path(value).is_absolute():
