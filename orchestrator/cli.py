@@ -299,8 +299,8 @@ def main() -> None:
     except TyperException as exc:
         if type(exc).__name__ != "NoArgsIsHelpError":  # that one printed the help already, as typer knows it by name
             where = getattr(getattr(exc, "ctx", None), "command_path", "python -m orchestrator")
-            console.print(f"[bold red]error:[/] {escape(' '.join(exc.format_message().split()).rstrip('.'))}; see `{where} --help`",
-                          soft_wrap=True, highlight=False)
+            message = " ".join(exc.format_message().split()).rstrip(".")
+            console.print(f"[bold red]error:[/] {escape(message)}; see `{where} --help`", soft_wrap=True, highlight=False)
         sys.exit(exc.exit_code)
     except Abort:
         sys.exit(1)

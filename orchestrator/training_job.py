@@ -234,7 +234,8 @@ class _WatchedJob(ABC):
     def _save_record(self, **fields) -> None:
         if self.record is not None:
             root = project_root_of(self.record.parent.parent)
-            fields = {k: to_disk(v, root) if k in _RECORD_PATHS and isinstance(v, str) else v for k, v in fields.items()}
+            fields = {k: to_disk(v, root) if k in _RECORD_PATHS and isinstance(v, str) else v
+                      for k, v in fields.items()}
             self._recorded = {**(self._recorded or {}), **fields}
             write_atomic(self.record, json.dumps(self._recorded, indent=1))
 

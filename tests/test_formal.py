@@ -238,8 +238,9 @@ def test_the_formal_run_shows_live_progress_from_a_log_in_a_config_named_folder_
 
     run_dir = root / "runs" / "r1"
     ctx = RunContext(run_id="r1", project_root=root, source_of_truth=source, run_dir=run_dir, workspace=workspace,
-                     llm=ReplayLLM(['```json\n{"total_updates": 3}\n```']), log=ActionLog(root / "claude.logs", run_dir),
-                     formal=FormalSpec(model=str(tmp_path / "model")), on_event=on_event)
+                     llm=ReplayLLM(['```json\n{"total_updates": 3}\n```']),
+                     log=ActionLog(root / "claude.logs", run_dir), formal=FormalSpec(model=str(tmp_path / "model")),
+                     on_event=on_event)
     roles = validate_roles({"roles": {"model": "model_name", "updates_total": "total_updates",
                                       "output_folder": "output_dir", "random_seed": "seed"}, "delivery": "cli"},
                            field_kinds(load_config_class(source / "grpo_config.py")), cli_possible=True)

@@ -173,7 +173,8 @@ def test_a_second_run_in_the_same_root_leaves_what_the_first_shows_byte_for_byte
     state = json.loads((first / "state.json").read_text())
     assert metrics_line(state["latest_metrics"]).encode() in demos.first_after["status"]
     assert state["formal_log_dir"] == f"./runs/{first.name}/formal-1"
-    assert json.loads((first / "jobs/formal-1.json").read_text())["log_path"].startswith(f"./runs/{first.name}/formal-1/")
+    record = json.loads((first / "jobs/formal-1.json").read_text())
+    assert record["log_path"].startswith(f"./runs/{first.name}/formal-1/")
     assert b"formal-1" in demos.first_after["report.md"] and b"formal_train" in demos.first_after["report.html"]
 
 

@@ -62,8 +62,8 @@ def test_a_running_formal_job_s_log_wins(run_dir: Path):
     live.parent.mkdir(parents=True)
     live.write_text(LOG + "2026-11-23T09:41:05 train update=3 loss=0.2 reward_mean=0.5\n")
     (run_dir / "jobs").mkdir()
-    (run_dir / "jobs" / "formal-2.json").write_text(json.dumps({"log_path": "./runs/r1/formal-2/outputs/run-a/train.logs",
-                                                                "status": "running"}))
+    record = {"log_path": "./runs/r1/formal-2/outputs/run-a/train.logs", "status": "running"}
+    (run_dir / "jobs" / "formal-2.json").write_text(json.dumps(record))
     write_state(run_dir, "running", "", VALUES, ["formal_train"])
     copy = run_dir.parents[2] / "copy"
     shutil.copytree(run_dir.parents[1], copy)

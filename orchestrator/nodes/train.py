@@ -253,9 +253,10 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx.on_event(f"formal_train: launching with {overrides or 'the default config'} on {model}")
     planned = roles.read(config).get("updates_total")
     job = make_job(code / LAUNCH_SCRIPT, args, use_slurm=use_slurm, log_path=folder / LOG_NAME,
-                   locate_log=lambda: find_log(folder), monitor=replace(MonitorConfig(), hang_seconds=ctx.formal.hang_seconds),
-                   timeout_s=ctx.formal.timeout_s, on_progress=lambda p: ctx.on_event(describe(p, planned)),
-                   record=record, log_format=log_format, cluster=machine.cluster())
+                   locate_log=lambda: find_log(folder), timeout_s=ctx.formal.timeout_s,
+                   monitor=replace(MonitorConfig(), hang_seconds=ctx.formal.hang_seconds),
+                   on_progress=lambda p: ctx.on_event(describe(p, planned)), record=record, log_format=log_format,
+                   cluster=machine.cluster())
     result = job.run()
     for name, text in (("job.stdout", result.stdout_tail), ("job.stderr", result.stderr_tail)):
         (folder / name).write_text(text)
