@@ -40,6 +40,11 @@ def test_nan_in_the_formal_run_stops_it_then_fix_and_restart(project: Path, tmp_
     replies[3]["text"] = replies[3]["text"].replace(REWARD, NAN_REWARD)
     assert NAN_REWARD in replies[3]["text"]
     cleanup = example("cleanup")
+    # no log folder mapped: the template writes its logs beside train.py (its log_dir "."), where the runtime
+    # check and the formal monitor find them with one search, live, in the run's own folder
+    roles = recorded_roles(cleanup)
+    roles["roles"]["log_folder"] = None
+    replies[0] = {**replies[0], "text": f"```json\n{json.dumps(roles)}\n```"}
     proposal = reply("formal_train", f"```json\n{json.dumps(formal_proposal(cleanup, recorded_roles(cleanup)))}\n```")
     fix = reply("fix", "FILE: train.py\n<<<<<<< SEARCH\n" + NAN_REWARD.splitlines()[1] + "\n=======\n"
                 + REWARD.splitlines()[1] + "\n>>>>>>> REPLACE\n")
@@ -48,10 +53,16 @@ def test_nan_in_the_formal_run_stops_it_then_fix_and_restart(project: Path, tmp_
     # the runtime check plays 2 turns (no NaN yet); the formal run plays 3 and reaches step 3
     spec = RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=2, turns=2, token_cap=4,
                             cpu_processes=1)
+    lines: list[str] = []
     outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", replies), run_id="r1", runtime_check=spec,
                         formal=FormalSpec(model=str(tiny_model_dir), timeout_s=600,
-                                          pinned={"max_thinking_tokens": 4, "max_action_tokens": 4}))
+                                          pinned={"max_thinking_tokens": 4, "max_action_tokens": 4}),
+                        on_event=lines.append)
     assert outcome.status == "done", outcome.reason
+    assert any(line.startswith("formal_train: update ") for line in lines), lines
+    assert json.loads((project / "runs/r1/jobs/formal-2.json").read_text())["log_path"] == \
+        "./runs/r1/formal-2/code/train.logs"
+    assert git.Repo(project / "workspace").git.status("--porcelain", "--untracked-files=all") == ""
     formal = [a for a in outcome.state["attempts"] if a["node"] == "formal_train"]
     assert formal[0]["outcome"] in ("stopped (nan_loss)", "failed (crash)"), formal[0]
     assert formal[1]["outcome"] == "finished"

@@ -229,7 +229,9 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     delivered = ({k: v for k, v in config.items() if value_kind(v) != "other"} if roles.delivery == CLI
                  else {k: v for k, v in config.items() if v != defaults.get(k)})
     args = deliver(roles, delivered, ctx.generated / "grpo_config.py")
-    code = copy_code(ctx.generated, folder / CODE) if fresh else folder / CODE
+    code = folder / CODE
+    if not code.is_dir():  # a recorded job's code stays as it was when the job started
+        copy_code(ctx.generated, code)
     write_manifest(folder / MANIFEST, run_id=ctx.run_id, config=config, model_id=model, probe=state["probe"],
                    source_of_truth=ctx.source_of_truth, seeds={"random_seed": roles.read(config).get("random_seed")},
                    request_ids=answer.request_ids, workspace_sha=ctx.workspace.head_sha())
