@@ -264,6 +264,7 @@ def demo(example: str = typer.Option("cleanup", help="an example under examples/
          project_root: Path = RootOption) -> None:
     """The whole pipeline offline: a recorded LLM, the tiny local model, no network, no GPU, no key."""
     from orchestrator.demo import roles_of, run_demo
+    from orchestrator.nodes.review import IDEAS_FILE
     from orchestrator.workspace import WorkspaceError
 
     started = time.monotonic()
@@ -286,7 +287,7 @@ def demo(example: str = typer.Option("cleanup", help="an example under examples/
                       markup=False, highlight=False)
     logs = outcome.state.get("formal_log_dir")
     console.print(f"  formal run logs: {from_disk(logs, project_root.resolve()) if logs else '-'}")
-    console.print(f"  ideas: {project_root.resolve() / 'workspace' / 'future_improvements.md'}")
+    console.print(f"  ideas: {run_dir / IDEAS_FILE}")
     console.print(f"  action log: {project_root.resolve() / 'claude.logs'}; events, report: {run_dir}")
     _finish(outcome)
 
