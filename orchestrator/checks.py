@@ -243,19 +243,36 @@ SAMPLE_LOG_NAME = "Sample_EP.logs"
 _COPY_IGNORE = shutil.ignore_patterns("__pycache__", "outputs", "*.logs", "job.stdout", "job.stderr")
 
 
-def log_folder(roles: ConfigRoles, log_dir: Path, cwd: Path) -> Path:
-    """Where train.logs will appear: the log folder or else the output folder the run was given, else
-    the launch folder (a template that writes its logs next to train.py)."""
-    return log_dir if roles.field_of("log_folder") or roles.field_of("output_folder") else cwd
+LOG_SEARCH_DEPTH = 5  # folders below a training run's folder where its log may sit (output/run name/time/...)
+
+
+def copy_code(folder: Path, code: Path) -> Path:
+    """`folder`'s generated files copied to `code`, where a training run launches: config values written for the
+    run and whatever it writes beside train.py stay out of the workspace. Logs and outputs are not copied."""
+    shutil.copytree(folder, code, ignore=_COPY_IGNORE)
+    return code
 
 
 def find_log(folder: Path, name: str = LOG_NAME) -> Path:
-    """`folder/name`, or the shallowest file of that name below `folder` (a template may nest its logs)."""
+    """Where a training run whose files all lie in `folder` (its copy of the code, the log and output folders it
+    was given) wrote `name`: `folder/name`, else the shallowest file of that name at most LOG_SEARCH_DEPTH folders
+    below (a template may write into folders named from config values, e.g. OUTPUT/RUN_NAME/), else
+    `folder/name` (not written yet: search again later)."""
     direct = folder / name
-    if direct.exists() or not folder.is_dir():
-        return direct
-    nested = sorted(folder.rglob(name), key=lambda p: len(p.parts))
-    return nested[0] if nested else direct
+    level = [folder]
+    for _ in range(LOG_SEARCH_DEPTH + 1):
+        found = sorted(p / name for p in level if (p / name).is_file())
+        if found:
+            return found[0]
+        level = sorted(child for p in level for child in _folders(p))
+    return direct
+
+
+def _folders(folder: Path) -> list[Path]:
+    try:
+        return [p for p in folder.iterdir() if p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return []
 
 
 @dataclass(frozen=True)
@@ -278,14 +295,14 @@ def short_run(folder: Path, spec: RuntimeCheckSpec, roles: ConfigRoles, work_dir
     if work_dir.exists():
         shutil.rmtree(work_dir)
     code, log_dir = work_dir / "code", work_dir / "logs"
-    shutil.copytree(folder, code, ignore=_COPY_IGNORE)
+    copy_code(folder, code)
     log_dir.mkdir(parents=True)
     values, refused = short_run_values(roles.to_fields(spec.role_values(log_dir)), code / "grpo_config.py")
     args = deliver(roles, values, code / "grpo_config.py")
     result = execute(["bash", "launch_training.sh", *args], code, timeout_s=spec.timeout_s,
                      env={"PYTHON": sys.executable, "CPU_PROCESSES": str(spec.cpu_processes),
                           "MAIN_PORT": str(free_port()), **census_env(work_dir / "census")})
-    return ShortRun(result, code, find_log(log_folder(roles, log_dir, code)), refused,
+    return ShortRun(result, code, find_log(work_dir), refused,
                     read_census(work_dir / "census"), gpus or spec.cpu_processes)
 
 

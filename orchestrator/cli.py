@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 import typer
+from typer.exceptions import Abort, TyperException
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.formal import DEFAULT_MODEL
-from orchestrator.runs import SetupError, list_runs, metrics_line, run_summary, spent
+from orchestrator.runs import SetupError, from_disk, list_runs, metrics_line, run_summary, spent
 from orchestrator.tiny_agent import TINY_AGENT
 
 if TYPE_CHECKING:
@@ -59,7 +61,7 @@ def _finish(outcome: RunOutcome) -> None:
 
 
 def _bad_input(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}", soft_wrap=True)  # one line, however long
+    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)  # one line, however long
     raise typer.Exit(2)
 
 
@@ -67,7 +69,7 @@ def _pinned_values(pairs: list[str]) -> dict:
     values = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
-        if not sep:
+        if not sep or not key:
             _bad_input(f"--formal-set takes KEY=VALUE, got {pair!r}")
         try:
             values[key] = json.loads(text)
@@ -263,6 +265,7 @@ def demo(example: str = typer.Option("cleanup", help="an example under examples/
          project_root: Path = RootOption) -> None:
     """The whole pipeline offline: a recorded LLM, the tiny local model, no network, no GPU, no key."""
     from orchestrator.demo import roles_of, run_demo
+    from orchestrator.nodes.review import IDEAS_FILE
     from orchestrator.workspace import WorkspaceError
 
     started = time.monotonic()
@@ -283,11 +286,24 @@ def demo(example: str = typer.Option("cleanup", help="an example under examples/
     if roles is not None:
         console.print("  config roles:\n" + "\n".join(f"    {line}" for line in roles.describe().splitlines()),
                       markup=False, highlight=False)
-    console.print(f"  formal run logs: {outcome.state.get('formal_log_dir', '-')}")
-    console.print(f"  ideas: {project_root.resolve() / 'workspace' / 'future_improvements.md'}")
+    logs = outcome.state.get("formal_log_dir")
+    console.print(f"  formal run logs: {from_disk(logs, project_root.resolve()) if logs else '-'}")
+    console.print(f"  ideas: {run_dir / IDEAS_FILE}")
     console.print(f"  action log: {project_root.resolve() / 'claude.logs'}; events, report: {run_dir}")
     _finish(outcome)
 
 
 def main() -> None:
-    app()
+    """`python -m orchestrator`: a command line that cannot be parsed (an unknown option, a value of the wrong
+    kind, a missing argument) is refused in one line with its exit code (2), like any other bad input."""
+    try:
+        code = app(standalone_mode=False)
+    except TyperException as exc:
+        if type(exc).__name__ != "NoArgsIsHelpError":  # that one printed the help already, as typer knows it by name
+            where = getattr(getattr(exc, "ctx", None), "command_path", "python -m orchestrator")
+            message = " ".join(exc.format_message().split()).rstrip(".")
+            console.print(f"[bold red]error:[/] {escape(message)}; see `{where} --help`", soft_wrap=True, highlight=False)
+        sys.exit(exc.exit_code)
+    except Abort:
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -33,7 +33,7 @@ from orchestrator.formal import FormalSpec
 from orchestrator.logformat import LOG_FORMAT_FILE
 from orchestrator.nodes.review import IDEAS_FILE
 from orchestrator.roles import ConfigRoles, corrections, parses_command_line, suggest_roles, validate_roles
-from orchestrator.runner import RunOutcome, start_run
+from orchestrator.runner import RunOutcome, check_project_root, check_source_of_truth, start_run
 from orchestrator.runs import SetupError
 from orchestrator.template import holes, read_sections
 from orchestrator.tiny_agent import TINY_AGENT
@@ -83,36 +83,49 @@ class Example:
 
 
 def example(name: str) -> Example:
+    known = sorted(p.name for p in EXAMPLES.iterdir() if (p / "reference_generated").is_dir())
+    if name not in known:
+        raise SetupError(f"no example {name!r}: expected {EXAMPLES / name / 'reference_generated'}; examples: "
+                         f"{', '.join(known)}")
     folder = EXAMPLES / name
-    reference = folder / "reference_generated"
-    if not reference.is_dir():
-        known = sorted(p.name for p in EXAMPLES.iterdir() if (p / "reference_generated").is_dir())
-        raise SetupError(f"no example {name!r}: expected {reference}; examples: {', '.join(known)}")
     source = folder / "source_of_truth"
-    return Example(name, source if source.is_dir() else PROJECT / "source_of_truth", reference, folder)
+    return Example(name, source if source.is_dir() else PROJECT / "source_of_truth", folder / "reference_generated",
+                   folder)
+
+
+def _config(ex: Example) -> tuple[type, dict[str, str], bool]:
+    """The example config's class, its fields' kinds, and whether values can reach train.py as flags."""
+    config_path = ex.source_of_truth / "grpo_config.py"
+    config_cls = load_config_class(config_path)
+    cli = parses_command_line((ex.source_of_truth / "grpo_template.py").read_text(), config_path.read_text())
+    return config_cls, field_kinds(config_cls), cli
 
 
 def first_guess(ex: Example) -> dict[str, Any]:
     """The mapping map_roles guesses from the example config's field names (what its prompt shows)."""
-    config_text = (ex.source_of_truth / "grpo_config.py").read_text()
-    kinds = field_kinds(load_config_class(ex.source_of_truth / "grpo_config.py"))
-    cli = parses_command_line((ex.source_of_truth / "grpo_template.py").read_text(), config_text)
-    return suggest_roles(kinds, field_help(config_text), cli_possible=cli)
+    _, kinds, cli = _config(ex)
+    return suggest_roles(kinds, field_help((ex.source_of_truth / "grpo_config.py").read_text()), cli_possible=cli)
 
 
 def recorded_roles(ex: Example) -> dict[str, Any]:
-    """The whole mapping the demo's roles answer stands for: the example's own, or the first guess."""
+    """The whole mapping the demo's roles answer stands for: the example's own (roles.json), or the first
+    guess; ValueError naming roles.json when that is not a valid mapping of the example's config."""
     recorded = ex.recorded("roles.json")
-    return json.loads(recorded) if recorded else first_guess(ex)
+    if not recorded:
+        return first_guess(ex)
+    _, kinds, cli = _config(ex)
+    try:
+        answer = json.loads(recorded)
+        validate_roles(answer, kinds, cli_possible=cli)
+    except ValueError as exc:
+        raise ValueError(f"roles.json: {exc}") from exc
+    return answer
 
 
 def formal_proposal(ex: Example, answer: dict[str, Any]) -> dict[str, Any]:
     """FORMAL_BY_ROLE in the example config's field names, each value of the field's own kind."""
-    config_path = ex.source_of_truth / "grpo_config.py"
-    config_cls = load_config_class(config_path)
-    kinds = field_kinds(config_cls)
-    roles = validate_roles(answer, kinds, cli_possible=parses_command_line(
-        (ex.source_of_truth / "grpo_template.py").read_text(), config_path.read_text()))
+    config_cls, kinds, cli = _config(ex)
+    roles = validate_roles(answer, kinds, cli_possible=cli)
     proposal = {}
     for name, value in roles.to_fields(FORMAL_BY_ROLE).items():
         if kinds[name] == value_kind(value) or (kinds[name] == "float" and value_kind(value) == "int"):
@@ -174,12 +187,25 @@ def transcript(ex: Example) -> dict:
     ]}
 
 
+def checked_transcript(ex: Example) -> dict:
+    """The example's transcript; an example whose files cannot make one (a roles.json that is not JSON or maps
+    no model, a reference file missing) is bad input: SetupError, before anything runs."""
+    check_source_of_truth(ex.source_of_truth)
+    try:
+        return transcript(ex)
+    except (OSError, ValueError) as exc:
+        problem = " ".join(str(exc).split())[:400]
+        raise SetupError(f"example {ex.name!r} cannot be replayed: {problem}; fix its files in {ex.folder}") from exc
+
+
 def run_demo(project_root: Path, name: str = DEFAULT_EXAMPLE, on_event=lambda line: None) -> RunOutcome:
     ex = example(name)
+    check_project_root(project_root)
+    replies = checked_transcript(ex)
     run_id = f"demo-{name}-" + time.strftime("%Y%m%d-%H%M%S")
     path = project_root / "runs" / run_id / "demo_transcript.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(transcript(ex), indent=1))
+    path.write_text(json.dumps(replies, indent=1))
     return start_run(project_root, llm=f"replay:{path}", run_id=run_id, fresh=True, on_event=on_event,
                      source_of_truth=ex.source_of_truth,
                      runtime_check=RuntimeCheckSpec(model=TINY_AGENT, real_model=False, episodes=4, turns=2),

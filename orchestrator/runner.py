@@ -3,7 +3,8 @@
 A run is `runs/RUN_ID/` with `run.json` (settings and status; paths relative to the project root, so
 a copied project resumes into itself), `checkpoints.sqlite` (LangGraph, thread id = run id, written
 before the next node starts), `journal.jsonl` (every paid answer and every commit, fsynced: see
-orchestrator.journal), `jobs/` (training job records), `events.jsonl`, `claude.logs`, `probe.json`,
+orchestrator.journal), `jobs/` (training job records), `formal-N/` (formal attempt N's own folder: its
+code, logs, outputs; orchestrator.nodes.train), `events.jsonl`, `claude.logs`, `probe.json`,
 `report.md`, `state.json` (orchestrator.runs: what `status` reads, rewritten after every checkpoint),
 `plots/` (orchestrator.plots), `report.html` (orchestrator.page: the run in a browser, rewritten with
 state.json and every PAGE_LIVE_S while a node reports progress).
@@ -24,8 +25,7 @@ the workspace are removed once the run holds the workspace.
 from __future__ import annotations
 
 import ast
-import json
-import shutil
+import os
 import signal
 import sqlite3
 import sys
@@ -53,8 +53,8 @@ from orchestrator.llm import LLMError, make_llm
 from orchestrator.page import Pipeline, write_page
 from orchestrator.plots import curves_section
 from orchestrator.runlock import WorkspaceBusy, WorkspaceLock, marked_process, run_processes, stop_processes
-from orchestrator.runs import (FORMAL_JOB, RunSettings, SetupError, evidence_lines, llm_paths, spent, to_disk,
-                               write_state)
+from orchestrator.runs import (FORMAL_JOB, RunSettings, SetupError, check_run_id, evidence_lines, llm_paths, spent,
+                               to_disk, write_state)
 from orchestrator.state import SOURCE_FILES, Limits, RunContext, RunState, attempt_count
 from orchestrator.training_job import live_jobs
 from orchestrator.workspace import Workspace, WorkspaceError
@@ -84,7 +84,7 @@ def new_run_id() -> str:
 
 
 def check_limits(limits: Limits) -> None:
-    if limits.max_cost_usd is not None and limits.max_cost_usd < 0:
+    if limits.max_cost_usd is not None and not limits.max_cost_usd >= 0:  # nan too
         raise SetupError(f"--max-cost must be 0 or more, got {limits.max_cost_usd}")
     if limits.max_tokens is not None and limits.max_tokens < 0:
         raise SetupError(f"--max-tokens must be 0 or more, got {limits.max_tokens}")
@@ -147,6 +147,47 @@ def check_source_of_truth(folder: Path) -> None:
         problem = (result.stdout.strip().splitlines() or result.stderr.strip().splitlines()[-1:]
                    or [f"the import check timed out after {SOURCE_CHECK_TIMEOUT_S:.0f} s"])[0]
         raise SetupError(f"source of truth: {problem[:400]}; {fix}")
+
+
+def check_project_root(root: Path) -> None:
+    """The project root is a folder this process may write workspace/ and runs/ into (or may create)."""
+    existing = next(folder for folder in (root, *root.parents) if folder.exists())
+    if not existing.is_dir():
+        raise SetupError(f"--project-root {root}: {existing} is a file: give the folder that holds source_of_truth/ "
+                         f"(workspace/ and runs/ are made there)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise SetupError(f"--project-root {root}: {existing} is not writable here; give a folder you may write to")
+
+
+def local_model(value: str, flag: str) -> str:
+    """A model given as a folder (a path starting with /, ./, ../ or ~) made absolute, so the training runs find
+    it from their own folders; refused when it is not there. A hub id, the tiny agent or "" is left as it is."""
+    if not value.startswith(("/", "./", "../", "~")):
+        return value
+    folder = Path(value).expanduser().resolve()
+    if not folder.is_dir():
+        raise SetupError(f"{flag} {value}: no such model folder; give a local model folder or a hub id")
+    return str(folder)
+
+
+def checked_specs(runtime_check: RuntimeCheckSpec, formal: FormalSpec,
+                  source: Path) -> tuple[RuntimeCheckSpec, FormalSpec]:
+    """The runtime check's and the formal run's settings, refused before anything is spent when they cannot
+    work (no episode, no time, a value pinned on a field the researcher's GRPOConfig lacks); model folders
+    made absolute."""
+    if runtime_check.episodes < 1:
+        raise SetupError(f"--check-episodes must be 1 or more, got {runtime_check.episodes}")
+    if not formal.hang_seconds > 0:
+        raise SetupError(f"--hang-seconds must be more than 0, got {formal.hang_seconds}")
+    if formal.timeout_s is not None and not formal.timeout_s > 0:
+        raise SetupError(f"--formal-timeout must be more than 0 seconds, got {formal.timeout_s}")
+    fields = config_fields(ast.parse((source / "grpo_config.py").read_text())) or {}
+    unknown = [key for key in formal.pinned if key not in fields]
+    if unknown:
+        raise SetupError(f"--formal-set {', '.join(map(repr, unknown))}: not a field of {CONFIG_CLASS} in "
+                         f"{source / 'grpo_config.py'}; its fields: {', '.join(fields)}")
+    return (replace(runtime_check, model=local_model(runtime_check.model, "--check-model")),
+            replace(formal, model=local_model(formal.model, "--formal-model")))
 
 
 class _Saver(SqliteSaver):
@@ -245,10 +286,14 @@ def start_run(project_root: Path, *, llm: str, source_of_truth: Path | None = No
               on_event: Callable[[str], None] = lambda line: None) -> RunOutcome:
     if until and until not in NODES:
         raise SetupError(f"--until {until!r} is not a node; nodes: {', '.join(NODES)}")
+    if run_id is not None:
+        check_run_id(run_id)
     check_limits(limits)
     project_root = project_root.resolve()
+    check_project_root(project_root)
     source = (source_of_truth or project_root / "source_of_truth").resolve()
     check_source_of_truth(source)
+    runtime_check, formal = checked_specs(runtime_check, formal, source)
     _llm_or_setup_error(llm)  # a missing API key fails here, before anything is written
     settings = RunSettings(run_id=run_id or new_run_id(), llm=llm, project_root=str(project_root),
                            source_of_truth=str(source), limits=asdict(limits), runtime_check=asdict(runtime_check),
@@ -290,7 +335,6 @@ def resume_run(project_root: Path, run_id: str, *, from_node: str | None = None,
                 config, values, next_nodes = _resume_point(graph, run_id, from_node)
                 if not next_nodes:
                     return _record_ending(settings, values, previous, Pipeline.of(graph.get_graph()), on_event)
-                config, values = _moved_paths(graph, config, values, project_root)
             except sqlite3.DatabaseError as exc:
                 raise _damaged(settings.run_dir, exc) from exc
         committed = any(a.get("sha") for a in values.get("attempts") or [])  # else setup has not run yet
@@ -363,17 +407,6 @@ def _resume_point(graph: Any, run_id: str, from_node: str | None) -> tuple[dict[
     raise SetupError(f"run {run_id} never reached node {from_node!r}; nodes it reached: {', '.join(nodes)}")
 
 
-def _moved_paths(graph: Any, config: dict[str, Any], values: RunState, root: Path) -> tuple[dict[str, Any], RunState]:
-    """A project copied or moved since the checkpoint: the formal run's log folder, saved as an absolute
-    path by formal_train, is pointed into this project's workspace, not the original's."""
-    saved = values.get("formal_log_dir")
-    if not saved or Path(saved).is_relative_to(root) or "/workspace/" not in saved:
-        return config, values
-    moved = str(root / "workspace" / saved.rsplit("/workspace/", 1)[1])
-    config = graph.update_state(config, {"formal_log_dir": moved})
-    return config, graph.get_state(config).values
-
-
 def _carry_spend(graph: Any, config: dict[str, Any], before: RunState, latest: RunState) -> dict[str, Any]:
     """Re-entering at an earlier checkpoint forgets nothing that was paid for: the spend and the attempts
     recorded since then are carried into the fork, so caps stay honest and attempt numbers go on."""
@@ -413,8 +446,7 @@ def _reconcile(ctx: RunContext, values: RunState, next_nodes: tuple[str, ...], p
     ours = {r["sha"] for r in ctx.journal.records("commit")}
     if previous not in CRASHED and not set(later) <= ours:
         return  # commits this run did not make (a researcher's, by hand): leave the workspace alone
-    keep = _job_folders(ctx, jobs_dir)
-    dropped = _restore_keeping(ctx, target, keep)
+    dropped = ctx.workspace.restore(target)  # a training job writes in the run's folder, never in the workspace
     if dropped:
         ctx.journal.append("rollback", to=target, commits=later, files=dropped)
         ctx.log.record(Event(ctx.run_id, "run", "rollback",
@@ -434,41 +466,6 @@ def _rollback_point(ctx: RunContext, values: RunState) -> tuple[str, list[str]]:
     if unclaimed and ctx.workspace.is_ancestor(unclaimed[0]["parent"]):
         return unclaimed[0]["parent"], ctx.workspace.commits_since(unclaimed[0]["parent"])
     return ctx.workspace.head_sha(), []
-
-
-def _job_folders(ctx: RunContext, jobs_dir: Path) -> list[str]:
-    """Workspace folders holding a recorded training job's logs (relative), which a rollback must keep."""
-    root = ctx.workspace.root.resolve()
-    folders = []
-    for path in jobs_dir.glob("*.json"):
-        try:
-            log_path = Path(json.loads(path.read_text()).get("log_path", ""))
-            folders.append(log_path.resolve().parent.relative_to(root).as_posix())
-        except (OSError, ValueError):
-            continue
-    return folders
-
-
-def _restore_keeping(ctx: RunContext, target: str, keep: list[str]) -> list[str]:
-    """`Workspace.restore`, keeping the job folders' files as they are on disk (a job may still write there)."""
-    aside = ctx.run_dir / "jobs" / ".aside"
-    moved = []
-    live_folders = {Path(f).name for f in keep} & set(live_jobs(ctx.run_dir / "jobs"))
-    for rel in keep:
-        src = ctx.workspace.root / rel
-        if src.is_dir() and Path(rel).name not in live_folders:
-            (aside / rel).parent.mkdir(parents=True, exist_ok=True)
-            src.rename(aside / rel)
-            moved.append(rel)
-    try:
-        return ctx.workspace.restore(target, keep=keep)
-    finally:
-        for rel in moved:
-            dest = ctx.workspace.root / rel
-            if dest.exists():
-                shutil.rmtree(dest)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            (aside / rel).rename(dest)
 
 
 class _Terminated(KeyboardInterrupt):

@@ -32,6 +32,16 @@ class SetupError(ValueError):
     """Bad input found before anything runs; the message says what to do."""
 
 
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_run_id(run_id: str) -> None:
+    """A run id names a folder under runs/ and the git branch run/RUN_ID: letters, digits, `.`, `_` and `-`."""
+    if not _RUN_ID.fullmatch(run_id) or ".." in run_id or run_id.endswith((".", ".lock")):
+        raise SetupError(f"--run-id {run_id!r} cannot name a run: use up to 100 letters, digits, '.', '_' and '-', "
+                         f"starting with a letter or digit (no '..'), or leave it out for a new time-stamped id")
+
+
 def to_disk(value: str, root: Path) -> str:
     """An absolute path inside `root` as "./REL"; anything else (model ids, outside paths) unchanged."""
     if not value or not Path(value).is_absolute():
@@ -42,12 +52,19 @@ def to_disk(value: str, root: Path) -> str:
         return value
 
 
-def _from_disk(value: str, root: Path) -> str:
+def from_disk(value: str, root: Path) -> str:
+    """A path as `to_disk` stored it, absolute again under `root`; anything else unchanged."""
     return str(root / value[len(_REL):]) if isinstance(value, str) and value.startswith(_REL) else value
 
 
+def project_root_of(run_dir: Path) -> Path:
+    """The project root that holds a run's folder (PROJECT/runs/RUN_ID): what the paths stored in it are
+    relative to."""
+    return Path(run_dir).parent.parent
+
+
 def llm_paths(spec: str, convert: Callable[[str, Path], str], root: Path) -> str:
-    """An LLM spec with a replay transcript's path converted (to_disk or _from_disk)."""
+    """An LLM spec with a replay transcript's path converted (to_disk or from_disk)."""
     kind, sep, arg = spec.partition(":")
     return f"{kind}:{convert(arg, root)}" if kind == "replay" and sep else spec
 
@@ -93,11 +110,11 @@ class RunSettings:
         try:
             data = json.loads(path.read_text())
             data["project_root"] = str(root)
-            data["source_of_truth"] = _from_disk(data["source_of_truth"], root)
-            data["llm"] = llm_paths(data["llm"], _from_disk, root)
+            data["source_of_truth"] = from_disk(data["source_of_truth"], root)
+            data["llm"] = llm_paths(data["llm"], from_disk, root)
             for group in ("runtime_check", "formal"):
                 if isinstance(data.get(group, {}).get("model"), str):
-                    data[group]["model"] = _from_disk(data[group]["model"], root)
+                    data[group]["model"] = from_disk(data[group]["model"], root)
             return cls(**data)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise SetupError(f"{path} is damaged ({type(exc).__name__}: {exc}); this run cannot be resumed: "
@@ -140,23 +157,29 @@ def _attempt_number(path: Path) -> int:
     return int(found.group(1)) if found else 0
 
 
+def job_log(record: Path) -> Path | None:
+    """The train.logs a job record (runs/RUN/jobs/NAME.json) names, where its job writes it; None without one."""
+    try:
+        log_path = json.loads(record.read_text()).get("log_path")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return Path(from_disk(log_path, project_root_of(record.parent.parent))) if isinstance(log_path, str) else None
+
+
 def latest_formal_metrics(run_dir: Path, formal_log_dir: str = "",
                           log_format: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """The latest formal attempt's name and its last logged metrics (orchestrator.plots names, plus
     `update`), read in the run's log format: from the log its job record names (live while it trains),
-    else from the folder the last ended attempt's logs were collected into; None when neither has a
-    train line."""
+    else from the run's folder the last ended attempt's logs were collected into (`formal_log_dir`, as
+    state.json stores it); None when neither has a train line."""
     candidates = []
     records = sorted(run_dir.glob("jobs/formal-*.json"), key=_attempt_number)
-    if records:
-        try:
-            log_path = json.loads(records[-1].read_text()).get("log_path")
-        except (OSError, ValueError):
-            log_path = None
-        if log_path:
-            candidates.append((records[-1].stem, Path(log_path)))
+    live = job_log(records[-1]) if records else None
+    if live is not None:
+        candidates.append((records[-1].stem, live))
     if formal_log_dir:
-        candidates.append((Path(formal_log_dir).name, Path(formal_log_dir) / "train.logs"))
+        folder = Path(from_disk(formal_log_dir, project_root_of(run_dir)))
+        candidates.append((folder.name, folder / "train.logs"))
     for name, path in candidates:
         metrics = latest_metrics(path, LogFormat.from_dict(dict(log_format or {})))
         if metrics:

@@ -47,7 +47,7 @@ class RunState(TypedDict, total=False):
     attempts: Annotated[list[dict[str, Any]], operator.add]  # node, attempt, outcome, sha, tokens, cost_usd
     skipped: Annotated[list[str], operator.add]  # nodes whose outputs existed and passed their checks
     evidence: dict[str, Any] | None  # the last failing check's evidence, for fix
-    formal_log_dir: str  # the latest formal run's train.logs / Sample_EP.logs folder, for review
+    formal_log_dir: str  # the latest formal attempt's own folder (its logs at the top), as runs.to_disk stores it
     adjustments: dict[str, Any]  # config values raised after a finished formal run (small issues)
     restart_formal: bool  # a small issue was fixed by a config value: run formal_train again
 

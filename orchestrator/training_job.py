@@ -19,7 +19,9 @@ timeout    we stopped it after ``timeout_s`` overall
 A crash, CUDA OOM or NCCL error in stderr is serious, but a job that prints one usually ends by
 itself: it gets ``exit_grace_s`` to do so (then "failed"), and is stopped after that ("stopped").
 
-Only this job's lines count: what an earlier run left in an appended ``train.logs`` is skipped.
+Only this job's lines count: what an earlier run left in an appended ``train.logs`` is skipped. A job
+given ``locate_log`` has its log searched for again at every poll until it exists, so a template that writes
+it into a folder named from config values (``OUTPUT/RUN_NAME/train.logs``) is watched live too.
 Time comes from the injectable ``clock`` and ``sleep``, so a test can watch an hour pass in a
 moment; every stop also happens when ``run`` leaves by an exception, so no job outlives its watch.
 
@@ -29,7 +31,8 @@ outcome; the job's exit code lands in ``FOLDER.exit`` even when nobody waits for
 orchestrator was killed and the run resumes, ``run`` finds the record and does not start a second
 job: it watches the live one again (adoption), or takes the outcome of the one that ended meanwhile.
 A record whose job died unwatched (no exit code) is moved aside with that job's logs, so a folder
-never holds two runs' logs.
+never holds two runs' logs. The paths a record holds are relative to the project root (``./REL``), as
+run.json's are: the record lies in that project's ``runs/RUN/jobs/``.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ from orchestrator.journal import write_atomic
 from orchestrator.logformat import LogFormat, LogRecord, LogTail
 from orchestrator.monitor import Anomaly, MonitorConfig, Progress, detect_all, detect_stderr, progress
 from orchestrator.probe import Runner, SlurmCluster, slurm_cluster
+from orchestrator.runs import project_root_of, to_disk
 from orchestrator.sizing import node_request, unmet
 
 STDERR_TAIL_BYTES = 8 * 1024  # what the detectors see at each poll
@@ -66,9 +70,11 @@ RUN_DIR_ENV = "ORCHESTRATOR_RUN_DIR"  # set by the runner (orchestrator.runlock)
 _ENDED = frozenset({"finished", "failed", "stopped", "hung", "timeout"})
 _STDERR_KINDS = frozenset({"cuda_oom", "nccl_error", "crash"})
 
+_RECORD_PATHS = ("log_path", "cwd", "stdout", "stderr")  # a job record's fields that hold paths
 Clock = Callable[[], datetime]
 Sleep = Callable[[float], None]
 ProgressCallback = Callable[[Progress], None]
+LogLocator = Callable[[], Path]
 
 
 @dataclass(frozen=True)
@@ -108,17 +114,21 @@ def _size(path: Path) -> int:
 class _Watch:
     """This job's train.logs records and output files, read incrementally; anomalies as of each poll.
 
-    ``tail`` was polled before the job started: the records it holds are an earlier run's.
+    ``tail`` was polled before the job started: the records it holds are an earlier run's. While its log
+    does not exist, ``locate`` (when given) is asked again where it is, and a log found elsewhere is
+    followed from its first line (``on_found`` is told).
     """
 
     def __init__(self, tail: LogTail, stdout_path: Path, stderr_path: Path, config: MonitorConfig,
-                 on_progress: ProgressCallback | None, since: datetime) -> None:
+                 on_progress: ProgressCallback | None, since: datetime, locate: LogLocator | None = None,
+                 on_found: Callable[[Path], None] = lambda path: None) -> None:
         self._tail, self._first = tail, len(tail.records)
         self.stdout_path, self.stderr_path = stdout_path, stderr_path
         self._paths = (tail.path, stdout_path, stderr_path)
         self._sizes = [_size(p) for p in self._paths]
         self.config, self.on_progress = config, on_progress
         self.last_output_at = since
+        self._locate, self._on_found = locate, on_found
 
     def adopt(self, first: int) -> None:
         """Watching a job that an earlier process started: its lines begin at record `first`."""
@@ -130,7 +140,17 @@ class _Watch:
     def records(self) -> list[LogRecord]:
         return self._tail.records[self._first:]
 
+    def _follow_log(self) -> None:
+        if self._locate is None or self._tail.path.exists():
+            return
+        found = self._locate()
+        if found != self._tail.path and found.exists():
+            self._tail, self._first = LogTail(found, self._tail.format), 0
+            self._paths = (found, *self._paths[1:])
+            self._on_found(found)
+
     def read(self) -> None:
+        self._follow_log()
         new = self._tail.poll()
         if len(self._tail.records) < self._first:  # the log was replaced: LogTail reads it from the top
             self._first = 0
@@ -200,6 +220,7 @@ class _WatchedJob(ABC):
 
     record: Path | None = None
     log_format: LogFormat | None = None  # how train.logs is read (None: the first guess)
+    locate_log: LogLocator | None = None  # where train.logs is now: asked at each poll until it exists
     _recorded: dict | None = None  # an earlier process's record of this job, when adopted
 
     def _load_record(self) -> dict | None:
@@ -212,8 +233,15 @@ class _WatchedJob(ABC):
 
     def _save_record(self, **fields) -> None:
         if self.record is not None:
+            root = project_root_of(self.record.parent.parent)
+            fields = {k: to_disk(v, root) if k in _RECORD_PATHS and isinstance(v, str) else v
+                      for k, v in fields.items()}
             self._recorded = {**(self._recorded or {}), **fields}
             write_atomic(self.record, json.dumps(self._recorded, indent=1))
+
+    def _found_log(self, path: Path) -> None:
+        self.log_path = path
+        self._save_record(log_path=str(path))
 
     def _adopt(self, found: dict) -> str | None:
         """Take over the job of `found` (an earlier process's record): "running" or "ended"; None: start anew."""
@@ -230,6 +258,8 @@ class _WatchedJob(ABC):
 
     def run(self) -> JobResult:
         started = self._clock()
+        if self.locate_log is not None:
+            self.log_path = self.locate_log()
         tail = LogTail(self.log_path, self.log_format)
         tail.poll()
         found = self._load_record()
@@ -251,7 +281,8 @@ class _WatchedJob(ABC):
                                   status="running", started=datetime.now().isoformat(timespec="seconds"))
                 if self.record is not None:
                     halt_point("job_start", self.record.stem)
-            watch = _Watch(tail, *self._outputs(), self.monitor, self.on_progress, started)
+            watch = _Watch(tail, *self._outputs(), self.monitor, self.on_progress, started, self.locate_log,
+                           self._found_log)
             if adopted is not None:
                 self._recorded = {**found, **(self._recorded or {})}
                 watch.adopt(int(found.get("first_record", 0)))
@@ -642,12 +673,13 @@ def make_job(launch_script: Path, args: list[str], *, use_slurm: bool, log_path:
              poll_s: float | None = None, timeout_s: float | None = None,
              on_progress: ProgressCallback | None = None, run: Runner | None = None,
              record: Path | None = None, sbatch_options: Sequence[str] = (),
-             cluster: SlurmCluster | None = None, log_format: LogFormat | None = None) -> TrainingJob | SlurmJob:
+             cluster: SlurmCluster | None = None, log_format: LogFormat | None = None,
+             locate_log: LogLocator | None = None) -> TrainingJob | SlurmJob:
     """The job for ``launch_script args``: ``sbatch`` it, or ``bash`` it here; either way with ``env`` and
     PYTHON = this interpreter in its environment.
 
     Both run in the script's folder (the script cds there); ``log_path`` is the train.logs to watch, read
-    in ``log_format``.
+    in ``log_format``; ``locate_log``, when given, says where it is instead, asked again until it exists.
     ``run`` is SlurmJob's command runner. ``record`` (default: ``default_record``) makes the job its
     run's: adopted, not duplicated, after a crash. Without a record, job.stdout / job.stderr go beside
     train.logs. ``sbatch_options`` go to sbatch before the script and win over its ``#SBATCH`` lines;
@@ -667,7 +699,7 @@ def make_job(launch_script: Path, args: list[str], *, use_slurm: bool, log_path:
         job = TrainingJob(["bash", str(Path(launch_script).resolve()), *args], workdir, log_path, env=env,
                           monitor=monitor, poll_s=poll_s or 2.0, timeout_s=timeout_s, on_progress=on_progress,
                           output_dir=Path(log_path).parent, record=record)
-    job.log_format = log_format
+    job.log_format, job.locate_log = log_format, locate_log
     return job
 
 

@@ -311,16 +311,15 @@ class Workspace:
             lines = self.repo.git.status("--porcelain", "--untracked-files=all", "-z").split("\0")
         return sorted(line[3:] for line in lines if line)
 
-    def restore(self, sha: str, *, keep: list[str] = ()) -> list[str]:
+    def restore(self, sha: str) -> list[str]:
         """Put the branch and the working tree back at ``sha``: later commits leave the branch, changes to
-        tracked files are undone and untracked files removed, except under the folders in ``keep``.
-        Returns what was discarded (files, and the commits as ``commit SHA``)."""
+        tracked files are undone and untracked files removed. Returns what was discarded (files, and the
+        commits as ``commit SHA``)."""
         with _git_errors(f"cannot restore the workspace to {sha[:10]}"):
             dropped = [f"commit {c}" for c in self.repo.git.rev_list(f"{sha}..HEAD").split()]
-            changed = [f for f in self.changed_files() if not any(f.startswith(k.rstrip("/") + "/") for k in keep)]
+            changed = self.changed_files()
             self.repo.git.reset("--hard", sha)
-            excludes = [arg for k in keep for arg in ("-e", f"/{k.strip('/')}/")]
-            self.repo.git.clean("-f", "-d", *excludes)
+            self.repo.git.clean("-f", "-d")
         return dropped + changed
 
     def remove_stale_locks(self) -> list[str]:

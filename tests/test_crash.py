@@ -228,7 +228,7 @@ def test_the_demo_killed_at_each_moment_of_formal_training_and_review_resumes_to
     formal = [a for a in state["attempts"] if a["node"] == "formal_train"]
     assert [a["outcome"] for a in formal] == ["finished"]
     # one training run in the formal folder: the one started after the SIGTERM, adopted after the SIGKILL
-    records = parse_log((project / "workspace/training/formal-1/train.logs").read_text())
+    records = parse_log((run_dir / "formal-1/train.logs").read_text())
     assert [r.kind for r in records].count("start") == 1 and records[-1].kind == "done"
     job = json.loads((run_dir / "jobs/formal-1.json").read_text())
     assert job["status"] == "finished" and job["returncode"] == 0

@@ -1,17 +1,20 @@
 """The formal run's config: proposals parsed and vetted by the memory arithmetic; small-issue rules; a launch
-that would not run the plan is refused, a job that ran other values is a serious anomaly."""
+that would not run the plan is refused, a job that ran other values is a serious anomaly; the formal run in a
+folder of its own, its log found and watched live wherever the template writes it."""
 
 import dataclasses
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import git
 import pytest
-from conftest import SOURCE_OF_TRUTH, example_generated
+from conftest import REFERENCE, SOURCE_OF_TRUTH, example_generated
 
 from orchestrator.config_file import field_kinds, load_config_class
 from orchestrator.demo import example, recorded_roles
-from orchestrator.formal import (DEFAULT_MODEL, config_values, is_stand_in, mostly_unparseable, parse_proposal,
-                                 token_cap_raise, vet)
+from orchestrator.formal import (DEFAULT_MODEL, FormalSpec, config_values, is_stand_in, mostly_unparseable,
+                                 parse_proposal, token_cap_raise, vet)
 from orchestrator.graph import after_formal_train
 from orchestrator.nodes.finish import finish
 from orchestrator.nodes.train import launch_refusal, mismatch_evidence
@@ -147,3 +150,118 @@ def test_a_job_that_ran_other_values_than_the_plan_is_a_serious_anomaly_in_the_r
     finish({"attempts": attempts, "status": "running"}, SimpleNamespace(context=ctx))
     report = (tmp_path / "run" / "report.md").read_text()
     assert "formal_train attempt 1: **config_mismatch**" in report and "planned 16, ran 8" in report
+
+
+# ---------------------------------------------------------------- the formal run's own folder, its log found live
+
+NESTED_CONFIG = '''from dataclasses import dataclass
+
+
+@dataclass
+class GRPOConfig:
+    model_name: str = "none"  # the policy model
+    total_updates: int = 100  # optimiser updates
+    output_dir: str = "outputs"  # train.logs, Sample_EP.logs and the final model, in output_dir/run_name
+    run_name: str = "grpo"  # this run's sub-folder of output_dir
+    seed: int = 0  # random seed
+'''
+
+# a researcher's template as it often is: everything in OUTPUT_DIR/RUN_NAME, a tracker's files beside train.py;
+# after update 1 it waits until the orchestrator has shown that update, which only a live monitor can do
+NESTED_TRAIN = '''import os
+import sys
+import time
+from dataclasses import fields
+from pathlib import Path
+
+from grpo_config import GRPOConfig
+
+kinds = {f.name: type(f.default) for f in fields(GRPOConfig)}
+config = GRPOConfig(**{k[2:]: kinds[k[2:]](v) for k, v in zip(sys.argv[1::2], sys.argv[2::2])})
+run = Path(config.output_dir) / config.run_name
+run.mkdir(parents=True, exist_ok=True)
+
+
+def line(kind, **values):
+    with open(run / "train.logs", "a") as fh:
+        fh.write(kind + " " + " ".join(f"{k}={v}" for k, v in values.items()) + "\\n")
+
+
+line("start", updates=config.total_updates)
+for update in range(1, config.total_updates + 1):
+    line("train", update=update, loss=1 / (update + 1), grad_norm=0.5, reward_mean=0.25 * update)
+    deadline = time.monotonic() + 60
+    while update == 1 and not os.path.exists(os.environ["SHOWN_UPDATE_1"]):
+        if time.monotonic() > deadline:
+            sys.exit("update 1 was not shown while the job ran")
+        time.sleep(0.05)
+(run / "Sample_EP.logs").write_text("episode 1: agent 0 waits\\n")
+(run / "final_model").mkdir()
+(run / "final_model" / "model.safetensors").write_bytes(bytes(64))
+Path("wandb").mkdir(exist_ok=True)
+Path("wandb", "debug.log").write_text("a tracker's file, beside train.py\\n")
+line("done", updates=config.total_updates)
+'''
+
+CPU = ProbeResult(gpus=[], cuda_version=None, driver_version=None, torch_version="2.13", torch_cuda_available=False,
+                  slurm=False, slurm_partitions=[], slurm_info=None, cpu_count=2, memory_total_gib=8.0,
+                  hostname="cpu", platform="Linux")
+
+
+def test_the_formal_run_shows_live_progress_from_a_log_in_a_config_named_folder_and_leaves_the_workspace_clean(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from orchestrator.actionlog import ActionLog
+    from orchestrator.llm import ReplayLLM
+    from orchestrator.nodes.train import formal_train
+    from orchestrator.runs import latest_formal_metrics
+    from orchestrator.state import RunContext
+    from orchestrator.workspace import Workspace
+
+    root = tmp_path / "project"
+    source = root / "source_of_truth"
+    source.mkdir(parents=True)
+    (source / "grpo_config.py").write_text(NESTED_CONFIG)
+    workspace = Workspace.open(root / "workspace")
+    workspace.checkout_run_branch("r1")
+    for name, text in (("grpo_config.py", NESTED_CONFIG), ("train.py", NESTED_TRAIN),
+                       ("launch_training.sh", (REFERENCE / "launch_training.sh").read_text())):
+        workspace.write(f"generated/{name}", text)
+    workspace.commit(["generated"], node="generate_train", attempt=1, outcome="ok", tokens=0)
+    shown = root / "shown-update-1"
+    monkeypatch.setenv("SHOWN_UPDATE_1", str(shown))
+    lines: list[str] = []
+
+    def on_event(line: str) -> None:
+        lines.append(line)
+        if line.startswith("formal_train: update 1/3"):
+            shown.touch()
+
+    run_dir = root / "runs" / "r1"
+    ctx = RunContext(run_id="r1", project_root=root, source_of_truth=source, run_dir=run_dir, workspace=workspace,
+                     llm=ReplayLLM(['```json\n{"total_updates": 3}\n```']),
+                     log=ActionLog(root / "claude.logs", run_dir), formal=FormalSpec(model=str(tmp_path / "model")),
+                     on_event=on_event)
+    roles = validate_roles({"roles": {"model": "model_name", "updates_total": "total_updates",
+                                      "output_folder": "output_dir", "random_seed": "seed"}, "delivery": "cli"},
+                           field_kinds(load_config_class(source / "grpo_config.py")), cli_possible=True)
+    state = {"probe": CPU.to_dict(), "roles": roles.to_dict(), "attempts": [], "ledger": {}}
+    update = formal_train(state, SimpleNamespace(context=ctx))
+
+    assert update["attempts"][0]["outcome"] == "finished", "\n".join(lines)
+    assert [line.split(" reward")[0] for line in lines if line.startswith("formal_train: update")] == [
+        "formal_train: update 1/3", "formal_train: update 3/3"]
+    # the job ran in the run's own folder; the record names the log where the template wrote it, relative
+    folder = run_dir / "formal-1"
+    record = json.loads((run_dir / "jobs/formal-1.json").read_text())
+    assert record["log_path"] == "./runs/r1/formal-1/outputs/grpo/train.logs" and record["cwd"].startswith("./runs/r1/")
+    assert update["formal_log_dir"] == "./runs/r1/formal-1"
+    assert (folder / "train.logs").read_text() == (folder / "outputs/grpo/train.logs").read_text()
+    assert (folder / "Sample_EP.logs").is_file() and (folder / "code/wandb/debug.log").is_file()
+    assert latest_formal_metrics(run_dir, update["formal_log_dir"])["update"] == 3
+    # nothing the job wrote is left untracked in the workspace; its logs are committed as the attempt's record
+    repo = git.Repo(root / "workspace")
+    assert repo.git.status("--porcelain", "--untracked-files=all") == ""
+    assert sorted(repo.git.ls_files("training").splitlines()) == [
+        f"training/formal-1/{name}" for name in ("Sample_EP.logs", "job.stderr", "job.stdout", "manifest.json",
+                                                 "train.logs")]
+    assert not list((root / "workspace").rglob("*.safetensors")) and not (root / "workspace/generated/wandb").exists()

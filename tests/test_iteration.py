@@ -1,5 +1,6 @@
 """The formal run and the review: a NaN in a real training child stops it, fix and restart follow;
-the offline demo runs the whole pipeline and leaves every attempt in git."""
+the offline demo of each example runs the whole pipeline and leaves every attempt in git, both in one project
+root, where the second run changes nothing of what `status`, `history` and `report` show of the first."""
 
 import json
 import math
@@ -7,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import git
@@ -38,6 +40,11 @@ def test_nan_in_the_formal_run_stops_it_then_fix_and_restart(project: Path, tmp_
     replies[3]["text"] = replies[3]["text"].replace(REWARD, NAN_REWARD)
     assert NAN_REWARD in replies[3]["text"]
     cleanup = example("cleanup")
+    # no log folder mapped: the template writes its logs beside train.py (its log_dir "."), where the runtime
+    # check and the formal monitor find them with one search, live, in the run's own folder
+    roles = recorded_roles(cleanup)
+    roles["roles"]["log_folder"] = None
+    replies[0] = {**replies[0], "text": f"```json\n{json.dumps(roles)}\n```"}
     proposal = reply("formal_train", f"```json\n{json.dumps(formal_proposal(cleanup, recorded_roles(cleanup)))}\n```")
     fix = reply("fix", "FILE: train.py\n<<<<<<< SEARCH\n" + NAN_REWARD.splitlines()[1] + "\n=======\n"
                 + REWARD.splitlines()[1] + "\n>>>>>>> REPLACE\n")
@@ -46,10 +53,16 @@ def test_nan_in_the_formal_run_stops_it_then_fix_and_restart(project: Path, tmp_
     # the runtime check plays 2 turns (no NaN yet); the formal run plays 3 and reaches step 3
     spec = RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=2, turns=2, token_cap=4,
                             cpu_processes=1)
+    lines: list[str] = []
     outcome = start_run(project, llm=write_transcript(tmp_path / "t.json", replies), run_id="r1", runtime_check=spec,
                         formal=FormalSpec(model=str(tiny_model_dir), timeout_s=600,
-                                          pinned={"max_thinking_tokens": 4, "max_action_tokens": 4}))
+                                          pinned={"max_thinking_tokens": 4, "max_action_tokens": 4}),
+                        on_event=lines.append)
     assert outcome.status == "done", outcome.reason
+    assert any(line.startswith("formal_train: update ") for line in lines), lines
+    assert json.loads((project / "runs/r1/jobs/formal-2.json").read_text())["log_path"] == \
+        "./runs/r1/formal-2/code/train.logs"
+    assert git.Repo(project / "workspace").git.status("--porcelain", "--untracked-files=all") == ""
     formal = [a for a in outcome.state["attempts"] if a["node"] == "formal_train"]
     assert formal[0]["outcome"] in ("stopped (nan_loss)", "failed (crash)"), formal[0]
     assert formal[1]["outcome"] == "finished"
@@ -61,47 +74,84 @@ def test_nan_in_the_formal_run_stops_it_then_fix_and_restart(project: Path, tmp_
     subjects = git.Repo(project / "workspace").git.log("run/r1", "--format=%s").splitlines()[::-1]
     assert [s.split(":")[0] for s in subjects[-4:]] == ["formal_train attempt 1", "fix attempt 1",
                                                         "formal_train attempt 2", "review attempt 1"]
-    first_log = project / "workspace/training/formal-1/train.logs"
-    assert "nan" in first_log.read_text() and (project / "workspace/training/formal-1/manifest.json").exists()
+    first_log = project / "runs/r1/formal-1/train.logs"
+    assert "nan" in first_log.read_text() and (project / "runs/r1/formal-1/manifest.json").exists()
+    assert "nan" in git.Repo(project / "workspace").git.show(f"{formal[0]['sha']}:training/formal-1/train.logs")
     report = (project / "runs/r1/report.md").read_text()
     assert report.index("### formal-1") < report.index("### formal-2")
     assert (project / "runs/r1/plots/formal-1/loss.png").exists()
 
 
-@pytest.fixture(scope="module", params=[pytest.param(game, marks=pytest.mark.tiny_agent(game))
-                                         for game in ("cleanup", "staghunt")])
-def demo(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    """One demo run per example, shared by the tests that read it: (project root, the command's result, example)."""
-    project = tmp_path_factory.mktemp(f"demo-{request.param}") / "project"
+GAMES = ("cleanup", "staghunt")
+
+
+def views_of_run(project: Path, run_id: str) -> dict[str, bytes]:
+    """What `status`, `history` and `report` show of a run: their output, and the report's files."""
+    shown = {}
+    for command in ("status", "history", "report"):
+        result = subprocess.run([sys.executable, "-m", "orchestrator", command, run_id, "--project-root", str(project)],
+                                capture_output=True, timeout=300)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        shown[command] = result.stdout
+    for name in ("report.md", "report.html"):
+        shown[name] = (project / "runs" / run_id / name).read_bytes()
+    return shown
+
+
+@dataclass
+class Demos:
+    """Both examples' demos in one project root, cleanup then staghunt, as a researcher trying both runs them."""
+
+    project: Path
+    results: dict[str, subprocess.CompletedProcess]
+    run_ids: dict[str, str]
+    first_before: dict[str, bytes]  # views_of_run of the first demo before the second ran
+    first_after: dict[str, bytes]  # and after
+
+    def run_dir(self, game: str) -> Path:
+        return self.project / "runs" / self.run_ids[game]
+
+
+@pytest.fixture(scope="module")
+def demos(tmp_path_factory: pytest.TempPathFactory) -> Demos:
+    project = tmp_path_factory.mktemp("demos") / "project"
     shutil.copytree(SOURCE_OF_TRUTH, project / "source_of_truth", ignore=shutil.ignore_patterns("__pycache__"))
-    result = subprocess.run([sys.executable, "-m", "orchestrator", "demo", "--example", request.param,
-                             "--project-root", str(project)], capture_output=True, text=True, timeout=900)
-    return project, result, request.param
+    results, run_ids, first_before = {}, {}, {}
+    for game in GAMES:
+        results[game] = subprocess.run([sys.executable, "-m", "orchestrator", "demo", "--example", game,
+                                        "--project-root", str(project)], capture_output=True, text=True, timeout=900)
+        assert results[game].returncode == 0, results[game].stdout[-3000:] + results[game].stderr[-3000:]
+        [run_ids[game]] = [p.name for p in (project / "runs").glob(f"demo-{game}-*")]
+        if game == GAMES[0]:
+            first_before = views_of_run(project, run_ids[game])
+    return Demos(project, results, run_ids, first_before, views_of_run(project, run_ids[GAMES[0]]))
 
 
 @pytest.mark.slow
-def test_the_offline_demo_runs_the_whole_pipeline(demo):
-    project, result, name = demo
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+@pytest.mark.tiny_agent("cleanup")
+@pytest.mark.tiny_agent("staghunt")
+@pytest.mark.parametrize("name", GAMES)
+def test_the_offline_demo_runs_the_whole_pipeline(demos: Demos, name: str):
+    project, result, run_dir = demos.project, demos.results[name], demos.run_dir(name)
     assert "demo summary" in result.stdout and "tokens (recorded)" in result.stdout
-    subjects = git.Repo(project / "workspace").git.log("--format=%s").splitlines()[::-1]
+    subjects = git.Repo(project / "workspace").git.log(f"run/{run_dir.name}", "--format=%s").splitlines()[::-1]
     nodes = [s.split(" attempt")[0] for s in subjects[1:]]
     assert nodes == ["setup", "map_roles", "generate_helpers", "generate_prompts", "generate_train", "generate_launch",
                      "fix", "fix", "formal_train", "review"]
     assert "import_check edited train.py" in subjects[7] and "runtime_check edited train.py" in subjects[8]
-    ideas = (project / "workspace/future_improvements.md").read_text()
+    ideas = (run_dir / "future_improvements.md").read_text()
     assert ideas.count("\n## ") >= 3 and "Evidence:" in ideas
     assert ideas == example(name).recorded("future_improvements.md")  # the example's own review, no other game's
-    records = parse_log((project / "workspace/training/formal-1/train.logs").read_text())
+    log = run_dir / "formal-1/train.logs"
+    records = parse_log(log.read_text())
     assert [r.kind for r in records if r.kind == "train"] and all(
         math.isfinite(r.values["loss"]) for r in records if r.kind == "train")
     # the tiny agent plays: its groups' returns differ, so updates have a gradient and the reward moves
-    series = log_series(project / "workspace/training/formal-1/train.logs")
+    series = log_series(log)
     grad_norms = [value for _, value in series["grad_norm"]]
     assert sum(value > 1e-4 for value in grad_norms) >= len(grad_norms) - 1, grad_norms
     assert len({value for _, value in series["reward"]}) > 1, series["reward"]
     # learning you can see: state.json, a valid PNG per metric, the report's links to them, status's metric line
-    run_dir = next((project / "runs").glob("demo-*"))
     state = json.loads((run_dir / "state.json").read_text())
     assert state["status"] == "done" and state["next"] == []
     assert [a["node"] for a in state["attempts"] if a.get("sha")][-2:] == ["formal_train", "review"]
@@ -114,15 +164,36 @@ def test_the_offline_demo_runs_the_whole_pipeline(demo):
     assert all(p.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") for p in pngs)
     links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", (run_dir / "report.md").read_text())
     assert sorted(run_dir / link for link in links) == pngs
-    status = subprocess.run([sys.executable, "-m", "orchestrator", "status", "--project-root", str(project)],
-                            capture_output=True, text=True, timeout=120)
+    status = subprocess.run([sys.executable, "-m", "orchestrator", "status", run_dir.name, "--project-root",
+                             str(project)], capture_output=True, text=True, timeout=120)
     assert metrics_line(metrics) in status.stdout, status.stdout + status.stderr
+    # the job's outputs stayed in the run's folder: nothing untracked in the workspace, its logs committed there
+    assert git.Repo(project / "workspace").git.status("--porcelain", "--untracked-files=all") == ""
+    committed = git.Repo(project / "workspace").git.show(f"run/{run_dir.name}:training/formal-1/train.logs")
+    assert committed == log.read_text().rstrip("\n")
 
 
-def test_the_demo_s_page_in_a_browser_shows_every_attempt_diff_and_curve(demo, tmp_path: Path):
-    project, result, name = demo
-    assert result.returncode == 0, result.stdout[-3000:]
-    run_dir = next((project / "runs").glob("demo-*"))
+@pytest.mark.slow
+@pytest.mark.tiny_agent("cleanup")
+@pytest.mark.tiny_agent("staghunt")
+def test_a_second_run_in_the_same_root_leaves_what_the_first_shows_byte_for_byte(demos: Demos):
+    first, second = (demos.run_dir(game) for game in GAMES)
+    assert demos.first_after == demos.first_before
+    # not equal by chance: the second run trained another game into its own formal-1, which the first never shows
+    assert (first / "formal-1/train.logs").read_text() != (second / "formal-1/train.logs").read_text()
+    state = json.loads((first / "state.json").read_text())
+    assert metrics_line(state["latest_metrics"]).encode() in demos.first_after["status"]
+    assert state["formal_log_dir"] == f"./runs/{first.name}/formal-1"
+    record = json.loads((first / "jobs/formal-1.json").read_text())
+    assert record["log_path"].startswith(f"./runs/{first.name}/formal-1/")
+    assert b"formal-1" in demos.first_after["report.md"] and b"formal_train" in demos.first_after["report.html"]
+
+
+@pytest.mark.tiny_agent("cleanup")
+@pytest.mark.tiny_agent("staghunt")
+@pytest.mark.parametrize("name", GAMES)
+def test_the_demo_s_page_in_a_browser_shows_every_attempt_diff_and_curve(demos: Demos, name: str, tmp_path: Path):
+    run_dir = demos.run_dir(name)
     state = json.loads((run_dir / "state.json").read_text())
     shown = render(run_dir / "report.html", tmp_path / "demo.png")
     assert 'id="status">done<' in shown.dom and 'http-equiv="refresh"' not in shown.dom

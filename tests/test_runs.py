@@ -3,6 +3,7 @@ metrics in it; the read-only commands never import the training stack."""
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ VALUES = {"attempts": [{"node": "setup", "attempt": 1, "outcome": "passed", "sha
                        {"node": "formal_train", "attempt": 1, "outcome": "finished", "sha": "def", "tokens": 1100,
                         "cost_usd": 0.01}],
           "ledger": {"formal_train": {"calls": 1, "tokens": 1100, "cost_usd": 0.01}},
-          "evidence": {"summary": "loss is nan at update 2"}}
+          "evidence": {"summary": "loss is nan at update 2"}, "formal_log_dir": "./runs/r1/formal-1"}
 
 
 @pytest.fixture
@@ -29,7 +30,7 @@ def run_dir(tmp_path: Path) -> Path:
     settings = RunSettings(run_id="r1", llm="replay:x.json", project_root=str(root), source_of_truth=str(root / "s"),
                            status="blocked", exit_reason="formal_train still failing")
     settings.save()
-    log_dir = root / "workspace" / "training" / "formal-1"
+    log_dir = settings.run_dir / "formal-1"  # the attempt's own folder, as state.json names it: relative to the root
     log_dir.mkdir(parents=True)
     (log_dir / "train.logs").write_text(LOG)
     return settings.run_dir
@@ -43,8 +44,7 @@ def status(root: Path) -> str:
 
 
 def test_status_reads_state_json(run_dir: Path):
-    log_dir = run_dir.parents[1] / "workspace" / "training" / "formal-1"
-    write_state(run_dir, "blocked", "formal_train still failing", {**VALUES, "formal_log_dir": str(log_dir)}, ["fix"])
+    write_state(run_dir, "blocked", "formal_train still failing", VALUES, ["fix"])
     state = read_state(run_dir)
     assert state["next"] == ["fix"] and state["last_error"] == "loss is nan at update 2"
     assert state["latest_metrics"] == {"run": "formal-1", "update": 2.0, "reward": -0.15, "loss": 0.25, "kl": 0.02,
@@ -56,24 +56,27 @@ def test_status_reads_state_json(run_dir: Path):
 
 
 def test_a_running_formal_job_s_log_wins(run_dir: Path):
-    """While a formal attempt trains, its job record names the live log: status shows it, not the last one."""
-    live = run_dir / "formal-2" / "train.logs"
-    live.parent.mkdir()
+    """While a formal attempt trains, its job record names the live log (relative to the project root, where
+    the template writes it): status shows it, not the last one, in the project and in a copy of it."""
+    live = run_dir / "formal-2" / "outputs" / "run-a" / "train.logs"
+    live.parent.mkdir(parents=True)
     live.write_text(LOG + "2026-11-23T09:41:05 train update=3 loss=0.2 reward_mean=0.5\n")
     (run_dir / "jobs").mkdir()
-    (run_dir / "jobs" / "formal-2.json").write_text(json.dumps({"log_path": str(live), "status": "running"}))
-    log_dir = run_dir.parents[1] / "workspace" / "training" / "formal-1"
-    write_state(run_dir, "running", "", {**VALUES, "formal_log_dir": str(log_dir)}, ["formal_train"])
-    metrics = run_summary(run_dir.parents[1], "r1")["metrics"]
+    record = {"log_path": "./runs/r1/formal-2/outputs/run-a/train.logs", "status": "running"}
+    (run_dir / "jobs" / "formal-2.json").write_text(json.dumps(record))
+    write_state(run_dir, "running", "", VALUES, ["formal_train"])
+    copy = run_dir.parents[2] / "copy"
+    shutil.copytree(run_dir.parents[1], copy)
+    live.write_text(LOG)  # the copy alone holds update 3
+    metrics = run_summary(copy, "r1")["metrics"]
     assert metrics["run"] == "formal-2" and metrics["update"] == 3 and metrics["reward"] == 0.5
 
 
 def test_status_without_state_json_reads_the_checkpoint(run_dir: Path):
     from orchestrator.runner import open_graph, thread
 
-    log_dir = run_dir.parents[1] / "workspace" / "training" / "formal-1"
     with open_graph(run_dir) as graph:
-        graph.update_state(thread("r1"), {**VALUES, "formal_log_dir": str(log_dir)}, as_node="review")
+        graph.update_state(thread("r1"), VALUES, as_node="review")
     assert not (run_dir / STATE_FILE).exists()
     info = run_summary(run_dir.parents[1], "r1")
     assert info["next"] == ["finish"] and info["attempts"] == 2 and info["tokens"] == 1100
@@ -101,7 +104,7 @@ def test_a_stopped_run_s_report_links_its_curves(run_dir: Path):
     from orchestrator.plots import write_curves
     from orchestrator.runner import _write_report
 
-    log = run_dir.parents[1] / "workspace" / "training" / "formal-1" / "train.logs"
+    log = run_dir / "formal-1" / "train.logs"
     write_curves(log, run_dir / "plots" / "formal-1", "formal-1")
     ctx = SimpleNamespace(run_id="r1", run_dir=run_dir, journal=Journal(run_dir / "journal.jsonl"))
     _write_report(ctx, VALUES, "interrupted", "interrupted by the user")

@@ -450,6 +450,45 @@ def test_silent_running_slurm_job_is_hung_and_cancelled(tmp_path: Path) -> None:
     assert fake.called("scancel") == [["scancel", JOB_ID]]
 
 
+def test_a_log_written_into_a_folder_named_from_the_config_is_found_and_watched_live(tmp_path: Path) -> None:
+    """The template writes OUTPUT/RUN_NAME/train.logs: the search runs again at each poll until the log exists,
+    progress shows while the job runs (it goes on only once update 1 was seen), and the record names the log
+    where it is, relative to the project root."""
+    from orchestrator.checks import find_log
+
+    run_dir = tmp_path / "project" / "runs" / "r1"
+    folder = run_dir / "formal-1"
+    folder.mkdir(parents=True)
+    script = write_child(folder, """
+        os.makedirs("outputs/run-7")
+        line("start", model="tiny", updates=2, episodes=16)
+        train(1)
+        deadline = time.monotonic() + 30
+        while not os.path.exists("seen-1"):
+            if time.monotonic() > deadline:
+                sys.exit("update 1 was not seen while the job ran")
+            time.sleep(0.01)
+        train(2)
+        line("done", updates=2, episodes=16)
+    """, log="outputs/run-7/train.logs")
+    seen: list[float] = []
+
+    def on_progress(now: Progress) -> None:
+        seen.append(now.update)
+        (folder / "seen-1").touch()
+
+    job = TrainingJob([sys.executable, str(script)], folder, folder / "train.logs", poll_s=POLL_S,
+                      on_progress=on_progress, record=run_dir / "jobs" / "formal-1.json")
+    job.locate_log = lambda: find_log(folder)
+    result = job.run()
+
+    assert result.status == "finished", result.stderr_tail
+    assert seen == [1, 2] and [r.values["update"] for r in result.records if r.kind == "train"] == [1, 2]
+    record = json.loads((run_dir / "jobs" / "formal-1.json").read_text())
+    assert record["log_path"] == "./runs/r1/formal-1/outputs/run-7/train.logs"
+    assert record["cwd"] == "./runs/r1/formal-1" and record["stdout"] == "./runs/r1/jobs/formal-1.stdout"
+
+
 # ---------------------------------------------------------------- job records: adopted, never duplicated
 
 

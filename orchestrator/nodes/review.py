@@ -14,6 +14,7 @@ from orchestrator.limits import ensure_budget
 from orchestrator.logformat import LogFormat, read_log
 from orchestrator.monitor import summarize_trends
 from orchestrator.prompts import file_blocks, render
+from orchestrator.runs import from_disk
 from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
 
 IDEAS_FILE = "future_improvements.md"
@@ -31,7 +32,7 @@ def parse_ideas(text: str) -> str:
 def review(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
     ensure_budget(state, ctx.limits, "review")
-    log_dir = Path(state["formal_log_dir"])
+    log_dir = Path(from_disk(state["formal_log_dir"], ctx.project_root))
     samples = (log_dir / "Sample_EP.logs").read_text() if (log_dir / "Sample_EP.logs").exists() else ""
     prompt = render("review", ctx.prompts_dir, trends=summarize_trends(read_log(log_dir / "train.logs", LogFormat.from_dict(state.get("log_format")))),
                     samples=tail(samples, SAMPLE_CHARS) or "(no sampled episode was logged)",

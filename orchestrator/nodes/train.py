@@ -4,10 +4,17 @@ The LLM proposes values; impossible ones are refused by the memory arithmetic be
 launch that would not run them is refused too: launch_training.sh is run first with recorders for this
 machine's GPUs (rules/recorded_launch.py), and when train.py would get another value than the plan's, or
 another process count, nothing starts. The job runs as a child process group (or a SLURM job) that this
-node owns. Its logs and the reproducibility manifest are committed whatever the outcome; a serious
-anomaly becomes evidence for `fix`, after which every check re-runs and the formal run restarts, within
-the fix budget. A job whose saved config differs from the vetted plan is such an anomaly
-(`config_mismatch`), with the launch script in the evidence, whatever its training curves say.
+node owns. A serious anomaly becomes evidence for `fix`, after which every check re-runs and the formal
+run restarts, within the fix budget. A job whose saved config differs from the vetted plan is such an
+anomaly (`config_mismatch`), with the launch script in the evidence, whatever its training curves say.
+
+Formal attempt N owns `runs/RUN/formal-N/`, a folder no other run or attempt writes to: the job runs in
+`code/` (a copy of generated/, so what the template writes beside train.py never lands untracked in the
+workspace), the config's log and output folders are `logs/` and `outputs/`, and its train.logs is found
+wherever below the folder the template writes it (`checks.find_log`, the runtime check's search), live,
+while it trains. Once it ended, the logs, the job's output tails and the reproducibility manifest lie at the
+top of that folder: what `status`, the page, the curves and the review read. A copy of them is committed in
+the workspace's `training/formal-N/` whatever the outcome, as the attempt's record in git.
 """
 
 from __future__ import annotations
@@ -20,9 +27,8 @@ from langgraph.runtime import Runtime
 
 from orchestrator.actionlog import Event
 from orchestrator.asking import ask
-from orchestrator.checks import fingerprint
+from orchestrator.checks import LOG_NAME, SAMPLE_LOG_NAME, copy_code, find_log, fingerprint
 from orchestrator.execution import tail
-from orchestrator.checks import LOG_NAME, SAMPLE_LOG_NAME, find_log, log_folder
 from orchestrator.config_file import load_config_class, value_kind
 from orchestrator.formal import (DEFAULT_MODEL, config_values, is_stand_in, memory_text, mostly_unparseable,
                                  parse_proposal, token_cap_raise, vet)
@@ -37,11 +43,14 @@ from orchestrator.rules.recorded_launch import NAME as LAUNCH_SCRIPT, check_reco
 from orchestrator.tiny_agent import TINY_AGENT, playing_model
 from orchestrator.prompts import file_blocks, render
 from orchestrator.roles import CLI, ConfigRoles, deliver
-from orchestrator.runs import FORMAL_JOB
+from orchestrator.runs import FORMAL_JOB, to_disk
 from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
 from orchestrator.training_job import JobResult, make_job
 
-TRAINING_DIR = "training"
+TRAINING_DIR = "training"  # the workspace folder that holds each formal attempt's committed record
+CODE, LOGS, OUTPUTS = "code", "logs", "outputs"  # inside the attempt's folder: where it runs, logs and saves
+MANIFEST = "manifest.json"
+RECORD_FILES = (LOG_NAME, SAMPLE_LOG_NAME, "job.stdout", "job.stderr", MANIFEST)  # the top of an attempt's folder
 STOPPED = ("stopped", "hung", "timeout")  # job statuses where we ended the run, not the run itself
 
 
@@ -164,18 +173,27 @@ def small_issue_fix(state: RunState, ctx: RunContext, model: str, config: dict, 
     return {"evidence": None}
 
 
-def collect_logs(watch_dir: Path, log_dir: Path) -> None:
-    """Copy train.logs, Sample_EP.logs and TensorBoard event files into the committed folder when the template
-    wrote them elsewhere."""
+def collect_logs(folder: Path) -> None:
+    """train.logs and Sample_EP.logs copied to the top of the attempt's folder from wherever below it the
+    template wrote them."""
     for name in (LOG_NAME, SAMPLE_LOG_NAME):
-        found = find_log(watch_dir, name)
-        if found.exists() and found.resolve() != (log_dir / name).resolve():
-            shutil.copyfile(found, log_dir / name)
-    if watch_dir.resolve() != log_dir.resolve():
-        for events in event_files(watch_dir):
-            target = log_dir / events.relative_to(watch_dir)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(events, target)
+        found = find_log(folder, name)
+        if found.is_file() and found != folder / name:
+            shutil.copyfile(found, folder / name)
+
+
+def record_in_workspace(folder: Path, target: Path) -> None:
+    """The attempt's record (RECORD_FILES and the TensorBoard event files below its folder) copied into the
+    workspace folder its commit holds, replacing what an earlier run's attempt of the same number left there."""
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    for name in RECORD_FILES:
+        if (folder / name).is_file():
+            shutil.copyfile(folder / name, target / name)
+    for events in event_files(folder):
+        copy = target / events.relative_to(folder)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(events, copy)
 
 
 def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
@@ -199,32 +217,33 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     defaults = config_values(config_cls)
     overrides = {k: v for k, v in config.items() if v != defaults.get(k)}
     job_name = FORMAL_JOB.format(attempt)
+    folder = ctx.run_dir / job_name
     rel_dir = f"{TRAINING_DIR}/{job_name}"
-    log_dir = ctx.workspace.path(rel_dir)
-    log_dir.mkdir(parents=True, exist_ok=True)
-    # checkpoints go to the run folder, never into the workspace's git; the logs end up where they are committed
-    out_dir = ctx.run_dir / job_name
-    config = {**config, **roles.to_fields({"output_folder": str(out_dir), "log_folder": str(log_dir)})}
-    watch_dir = log_dir if roles.field_of("log_folder") else log_folder(roles, out_dir, ctx.generated)
     record = ctx.run_dir / "jobs" / f"{job_name}.json"
-    if not record.exists():  # a recorded job may still be running: a resume adopts it, and its logs stay
-        for stale in (LOG_NAME, SAMPLE_LOG_NAME):
-            (watch_dir / stale).unlink(missing_ok=True)
+    fresh = not record.exists()  # a recorded job may still be running: a resume adopts it, and its folder stays
+    if fresh:
+        shutil.rmtree(folder, ignore_errors=True)
+    (folder / LOGS).mkdir(parents=True, exist_ok=True)
+    config = {**config, **roles.to_fields({"output_folder": str(folder / OUTPUTS), "log_folder": str(folder / LOGS)})}
     # every vetted scalar value is passed (a flag or a default written into grpo_config.py), so nothing
     # hard-coded elsewhere silently wins over the plan; the config file gets only what changed
     delivered = ({k: v for k, v in config.items() if value_kind(v) != "other"} if roles.delivery == CLI
                  else {k: v for k, v in config.items() if v != defaults.get(k)})
     args = deliver(roles, delivered, ctx.generated / "grpo_config.py")
-    write_manifest(log_dir / "manifest.json", run_id=ctx.run_id, config=config, model_id=model, probe=state["probe"],
+    code = folder / CODE
+    if not code.is_dir():  # a recorded job's code stays as it was when the job started
+        copy_code(ctx.generated, code)
+    write_manifest(folder / MANIFEST, run_id=ctx.run_id, config=config, model_id=model, probe=state["probe"],
                    source_of_truth=ctx.source_of_truth, seeds={"random_seed": roles.read(config).get("random_seed")},
                    request_ids=answer.request_ids, workspace_sha=ctx.workspace.head_sha())
     use_slurm = ctx.formal.use_slurm and machine.slurm
     changed = [rel_dir] + ([f"{GENERATED_DIR}/grpo_config.py"] if roles.delivery != CLI else [])
-    refusal = launch_refusal(ctx.generated, args, len(machine.gpus))
+    refusal = launch_refusal(code, args, len(machine.gpus))
     if refusal is not None:
         ctx.log.record(Event(ctx.run_id, "formal_train", "refused", "the launch must run the vetted plan",
                              refusal["summary"], tokens=int(row["tokens"]), cost_usd=answer.cost_usd))
         ctx.on_event(f"formal_train: {refusal['summary']}")
+        record_in_workspace(folder, ctx.workspace.path(rel_dir))
         sha = ctx.workspace.commit(changed, node="formal_train", attempt=attempt, outcome="refused before launch",
                                    tokens=int(row["tokens"]), body=refusal["summary"], allow_empty=True)
         return {**spend, **with_budget(state, ctx, refusal),
@@ -236,24 +255,25 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
                          tokens=int(row["tokens"]), cost_usd=answer.cost_usd, extra={"overrides": overrides}))
     ctx.on_event(f"formal_train: launching with {overrides or 'the default config'} on {model}")
     planned = roles.read(config).get("updates_total")
-    job = make_job(ctx.generated / "launch_training.sh", args, use_slurm=use_slurm, log_path=watch_dir / LOG_NAME,
-                   monitor=replace(MonitorConfig(), hang_seconds=ctx.formal.hang_seconds), timeout_s=ctx.formal.timeout_s,
+    job = make_job(code / LAUNCH_SCRIPT, args, use_slurm=use_slurm, log_path=folder / LOG_NAME,
+                   locate_log=lambda: find_log(folder), timeout_s=ctx.formal.timeout_s,
+                   monitor=replace(MonitorConfig(), hang_seconds=ctx.formal.hang_seconds),
                    on_progress=lambda p: ctx.on_event(describe(p, planned)), record=record, log_format=log_format,
                    cluster=machine.cluster())
     result = job.run()
     for name, text in (("job.stdout", result.stdout_tail), ("job.stderr", result.stderr_tail)):
-        (log_dir / name).write_text(text)
-    collect_logs(watch_dir, log_dir)
+        (folder / name).write_text(text)
+    collect_logs(folder)
     plots_dir = ctx.run_dir / PLOTS_DIR / job_name
     where = stop_marks(result)
-    curves = write_curves(log_dir / LOG_NAME, plots_dir, job_name, log_format, marks=where["marks"])
+    curves = write_curves(folder / LOG_NAME, plots_dir, job_name, log_format, marks=where["marks"])
     drawn = curves.reason or f"{len(curves.files)} curves in {plots_dir}"
     ctx.log.record(Event(ctx.run_id, "formal_train", "curves", "learning you can see: a PNG per metric", drawn))
     ctx.on_event(f"formal_train: {drawn}")
     mismatch = None
-    saved = saved_job_config(out_dir, set(config))
+    saved = saved_job_config(folder, set(config))
     if saved is not None:
-        differs = record_job_config(log_dir / "manifest.json", config, *saved)
+        differs = record_job_config(folder / MANIFEST, config, *saved)
         if differs:
             mismatch = mismatch_evidence(ctx.generated, differs, args)
             ctx.log.record(Event(ctx.run_id, "formal_train", "config_mismatch",
@@ -263,6 +283,7 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
         result = replace(result, status="finished")
     outcome = result.status + (f" ({result.anomalies[0].kind})" if result.anomalies else
                                " (config_mismatch)" if mismatch else "")
+    record_in_workspace(folder, ctx.workspace.path(rel_dir))
     sha = ctx.workspace.commit(changed, node="formal_train", attempt=attempt, outcome=outcome, tokens=int(row["tokens"]),
                                body=f"model {model}; overrides {overrides}; {len(result.records)} log records")
     ctx.log.record(Event(ctx.run_id, "formal_train", "watch", "monitor train.logs until the run ends or misbehaves",
@@ -270,10 +291,10 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx.on_event(f"formal_train: {outcome} after {result.seconds:.0f} s")
     record_row = {"node": "formal_train", "attempt": attempt, "outcome": outcome, "sha": sha,
                   "tokens": int(row["tokens"]), "cost_usd": answer.cost_usd, "stopped_at": where["stopped_at"]}
-    update = {**spend, "formal_log_dir": str(log_dir), "attempts": [record_row]}
+    update = {**spend, "formal_log_dir": to_disk(str(folder), ctx.project_root), "attempts": [record_row]}
     if result.status == "finished" and mismatch is None:
-        return {**update, **small_issue_fix(state, ctx, model, config, roles, log_dir, log_format)}
-    log_text = (log_dir / LOG_NAME).read_text() if (log_dir / LOG_NAME).exists() else ""
+        return {**update, **small_issue_fix(state, ctx, model, config, roles, folder, log_format)}
+    log_text = (folder / LOG_NAME).read_text() if (folder / LOG_NAME).exists() else ""
     evidence = mismatch if result.status == "finished" else evidence_of(result, tail(log_text, 3000))
     record_row["anomaly"] = {"kind": evidence["kind"], "summary": evidence["summary"],
                              "update": None if mismatch else where["anomaly_update"]}

@@ -37,7 +37,7 @@ from orchestrator.journal import write_atomic
 from orchestrator.page.diffs import CommitDiff, commit_diff
 from orchestrator.page.pipeline import END, START, Pipeline, highlight_css, path_taken, pipeline_svg
 from orchestrator.plots import PLOT_METRICS, PLOTS_DIR, write_curves
-from orchestrator.runs import FORMAL_JOB, read_state, run_summary
+from orchestrator.runs import FORMAL_JOB, job_log, read_state, run_summary
 
 PAGE_NAME = "report.html"
 REFRESH_S = 15
@@ -88,10 +88,11 @@ def _live_job(run_dir: Path, formal_attempts: int) -> tuple[str, Path] | None:
     """(folder name, train.logs) of a formal job that is running now and has no attempt record yet."""
     record = run_dir / "jobs" / f"{FORMAL_JOB.format(formal_attempts + 1)}.json"
     try:
-        data = json.loads(record.read_text())
-    except (OSError, ValueError):
+        running = json.loads(record.read_text()).get("status") == "running"
+    except (OSError, ValueError, AttributeError):
         return None
-    return (record.stem, Path(data["log_path"])) if data.get("status") == "running" and data.get("log_path") else None
+    log_path = job_log(record) if running else None
+    return (record.stem, log_path) if log_path is not None else None
 
 
 def _attempt_views(project_root: Path, run_dir: Path, attempts: list[Mapping[str, Any]],
@@ -170,7 +171,15 @@ def render_page(project_root: Path, run_id: str, pipeline: Pipeline | None) -> s
         attempts=views, cost_rows=_cost_rows(summary["ledger"]), caps=_caps(summary), svg=Markup(svg),
         svg_note=svg_note, highlight=Markup(css), skipped=state.get("skipped") or [],
         evidence=evidence if status not in ("done", "running") else {},
-        updated=time.strftime("%Y-%m-%d %H:%M:%S"), open_diff_lines=OPEN_DIFF_LINES)
+        updated=_as_of(state, running), open_diff_lines=OPEN_DIFF_LINES)
+
+
+def _as_of(state: Mapping[str, Any], running: bool) -> str:
+    """When what the page shows was true: now for a running run (its page is live), else when its state was
+    last written, so the page of an ended run depends on the run alone, however often it is rewritten."""
+    if running or not state.get("updated"):
+        return time.strftime("%Y-%m-%d %H:%M:%S")
+    return str(state["updated"]).replace("T", " ")
 
 
 def write_page(project_root: Path, run_id: str, pipeline: Pipeline | None) -> Path:
