@@ -13,6 +13,7 @@ import functools
 import importlib.util
 import inspect
 import re
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -146,10 +147,12 @@ def first_env_table(folder: Path) -> str | None:
 
 
 def library_method(folder: Path) -> str:
-    """`module.Class.method`: a public method of a class of a library the game reaches (a PettingZoo scenario,
-    the random generator a pure-Python game holds), defined in that library."""
+    """`module.Class.method`: a public method of a class of a library the game reaches (a PettingZoo wrapper,
+    the random generator a pure-Python game holds), defined in that library; the nearest library outside the
+    standard library first."""
     play = learned(folder)
-    for module in reached_modules(play.start.build(), {play.cls.__module__}):
+    modules = reached_modules(play.start.build(), {play.cls.__module__})
+    for module in sorted(modules, key=lambda m: m.__name__.split(".")[0] in sys.stdlib_module_names):
         for name, cls in sorted(vars(module).items()):
             if isinstance(cls, type) and cls.__module__ == module.__name__ and not name.startswith("_"):
                 method = next((m for m, v in sorted(vars(cls).items()) if not m.startswith("_") and callable(v)), None)

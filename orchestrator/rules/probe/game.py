@@ -28,6 +28,7 @@ train.py, is modifying it; "Import and instantiate the environment from env_move
 
 from __future__ import annotations
 
+import collections
 import copy
 import importlib.util
 import inspect
@@ -571,23 +572,23 @@ MOST_OBJECTS = 5000
 
 
 def reached_modules(game: Any, own: set[str]) -> list[types.ModuleType]:
-    """The modules that define the classes a game's objects are instances of, and their bases'."""
-    seen, queue, classes = set(), [game], set()
+    """The modules that define the classes a game's objects are instances of, and their bases', nearest first
+    (breadth first from the game's own attributes)."""
+    seen, queue, names = set(), collections.deque([game]), {}
     while queue and len(seen) < MOST_OBJECTS:
-        value = queue.pop()
+        value = queue.popleft()
         if id(value) in seen or isinstance(value, (type, types.ModuleType, types.FunctionType)) or \
                 value is None or isinstance(value, (bool, int, float, str, bytes)):
             continue
         seen.add(id(value))
-        classes.update(type(value).__mro__)
+        names.update(dict.fromkeys(c.__module__ for c in type(value).__mro__))
         if isinstance(value, dict):
             queue += list(value.keys()) + list(value.values())
         elif isinstance(value, (list, tuple, set, frozenset)):
             queue += list(value)
         else:
             queue += list((attributes(value) or {}).values())
-    names = {c.__module__ for c in classes} - own
-    return [sys.modules[n] for n in sorted(names) if n in sys.modules
+    return [sys.modules[n] for n in names if n in sys.modules and n not in own
             and n.split(".")[0] not in SKIPPED_MODULES and not n.startswith("_")]
 
 
