@@ -386,3 +386,216 @@ def test_a_rule_that_may_be_an_import_error_shows_the_import_error(tmp_path: Pat
     result = run_guards(folder, source)
     assert not result.passed and "never imports it" in result.evidence
     assert "NameError" in result.evidence and "helpers" in result.summary and "import train" in result.summary
+
+
+# ---------------------------------------------------------------- the training run judged from inside
+
+# CUSTOMIZE code that only the training loop runs (the import check's probe never calls it), and a GENERIC class
+# whose instance the training keeps, with a method the GENERIC code calls on it
+TRAINING_ONLY = {"cleanup": "shape_reward", "staghunt": "start"}  # staghunt: RunLogger.start, on rank 0
+SHADOWED = {"cleanup": ("Trainer", "optimisation_plan"), "staghunt": ("HunterPrompts", "prompt_ids")}
+
+
+def on_first_training_call(code: Callable[[Path], str]) -> Callable[[Path], None]:
+    """`code` run once, on the first call of the example's training-only CUSTOMIZE function."""
+    def once(folder: Path) -> str:
+        body = "\n".join("    " + line for line in code(folder).split("\n"))
+        return f"if not globals().get('_patched_in_training'):\n    globals()['_patched_in_training'] = True\n{body}"
+    return lambda folder: at_top_of(TRAINING_ONLY[folder.name], once)(folder)
+
+
+def training_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """While training runs: torch.clamp made a no-op, Accelerator.clip_grad_norm_ patched so gradients are never
+    clipped, and an instance attribute that shadows a method of a GENERIC class (calling that same method)."""
+    cls, member = SHADOWED[folder.name]
+    on_first_training_call(lambda f: f"""import functools, gc, torch, accelerate
+torch.clamp = lambda value, *args, **kwargs: value
+accelerate.Accelerator.clip_grad_norm_ = lambda self, parameters, max_norm, norm_type=2: \\
+    torch.nn.utils.clip_grad_norm_(parameters, float("inf"), norm_type)
+for obj in gc.get_objects():
+    if type(obj).__name__ == {cls!r}:
+        obj.{member} = functools.partial(type(obj).{member}, obj)""")(folder)
+    return [("generic-object-rebound", ("torch.clamp", "during training")),
+            ("generic-behaviour-changed", ("grpo_token_loss", "during training")),
+            ("generic-object-rebound", ("Accelerator", "clip_grad_norm_", "during training")),
+            ("generic-object-rebound", (cls, member, "during training"))]
+
+
+def example_roles(name: str, source: Path):
+    from orchestrator.config_file import field_kinds, load_config_class
+    from orchestrator.roles import validate_roles
+
+    kinds = field_kinds(load_config_class(source / "grpo_config.py"))
+    return validate_roles(recorded_roles(example(name)), kinds, cli_possible=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_patches_made_only_while_training_are_flagged_inside_the_training_run(tmp_path: Path, name: str,
+                                                                              tiny_model_dir: Path) -> None:
+    """The import check's probe never runs the patching code, so it passes; the runtime check's training
+    process compares at its end and fails with each patch's rule, said to have happened during training.
+    One process: together the patches blow the weights up (the run may end in a NaN), and with two a rank
+    that is stopped by the launcher while the other raises could not compare."""
+    from orchestrator.checks import RuntimeCheckSpec, judge_short_run, short_run
+
+    folder, source = example_generated(tmp_path, name)
+    expected = training_group(folder)
+    assert run_import_check(folder, source_of_truth=source).passed
+    spec = RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=4, group=2, turns=2, token_cap=8,
+                            cpu_processes=1)
+    run = short_run(folder, spec, example_roles(name, source), tmp_path / "check", source_of_truth=source)
+    result = judge_short_run(run, spec)
+    assert run.training is not None and not run.training.notes, run.result.stderr[-3000:]
+    violations = violations_of(run.training.violations)
+    assert not missing_findings(violations, expected), "\n".join(map(str, violations))
+    assert not result.passed and result.kind == "contract" and "during the training run" in result.summary
+    assert all(str(v) in result.evidence for v in violations)
+
+
+WRITTEN_AT_RUN_TIME = '''# === GENERIC — DO NOT MODIFY ===
+LIMIT = 3
+CACHE = {}
+SEEN = []
+STEP = 0
+
+
+def remember(key: str) -> int:
+    global STEP
+    STEP += 1
+    CACHE[key] = STEP
+    SEEN.append(key)
+    return LIMIT
+'''
+
+
+def test_the_names_the_template_s_own_functions_change_are_known():
+    """Their values at the end of a training are the training's, so that comparison leaves them out."""
+    from orchestrator.rules.dynamic import template_facts
+
+    facts = template_facts(WRITTEN_AT_RUN_TIME)
+    assert facts["run_time_written"] == ["CACHE", "SEEN", "STEP"]
+    assert "append" in facts["attributes"] and "LIMIT" in facts["generic_names"]
+
+
+LIBRARY_TEMPLATE = '''# === GENERIC — DO NOT MODIFY ===
+from argparse import ArgumentParser
+
+
+def parser() -> ArgumentParser:
+    made = ArgumentParser()
+    made.add_argument("--steps")
+    return made
+'''
+
+
+def test_a_library_class_method_reached_through_an_instance_is_compared(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch):
+    """ArgumentParser is imported by name and add_argument is inherited: replaced by code of the training's
+    folder it is flagged, right after the import and during training; a library wrapping its own function
+    (as torch._dynamo wraps torch.manual_seed) counts only right after the import."""
+    import argparse
+    import functools
+
+    from orchestrator.rules.dynamic import template_facts
+    from orchestrator.rules.probe.game import import_apart
+    from orchestrator.rules.probe.generic import AFTER_IMPORT, DURING_TRAINING, Reference
+
+    (tmp_path / "grpo_template.py").write_text(LIBRARY_TEMPLATE)
+    (tmp_path / "train.py").write_text(LIBRARY_TEMPLATE)
+    reference = Reference(import_apart(str(tmp_path / "grpo_template.py"), "_library_template"),
+                          template_facts(LIBRARY_TEMPLATE))
+    train = import_apart(str(tmp_path / "train.py"), "_library_train")
+    assert reference.compare(train, DURING_TRAINING) == []
+    original = argparse._ActionsContainer.add_argument
+    monkeypatch.setattr(argparse._ActionsContainer, "add_argument", functools.wraps(original)(
+        lambda *args, **kwargs: original(*args, **kwargs)))  # the "library's own" wrapper: written here, not there
+    assert reference.compare(train, DURING_TRAINING) == []
+    assert found(violations_of(reference.compare(train, AFTER_IMPORT)), "generic-object-rebound", "add_argument")
+    patch = eval(compile("lambda self, *args, **kwargs: None", str(tmp_path / "train.py"), "eval"))
+    monkeypatch.setattr(train.ArgumentParser, "add_argument", patch)
+    during = violations_of(reference.compare(train, DURING_TRAINING))
+    assert found(during, "generic-object-rebound", "ArgumentParser", "add_argument", "during training", "train.py")
+
+
+def violations_of(problems: list[dict]):
+    from orchestrator.rules import Violation
+
+    return [Violation(p["rule"], p["file"], None, p["message"]) for p in problems]
+
+
+SHADOWING = '''
+import dataclasses
+import functools
+
+
+@dataclasses.dataclass
+class Engine:
+    steps: int = 0
+
+    def generate(self):
+        return 1
+
+    def forward(self):
+        return 2
+
+    def format(self):
+        return 3
+
+    @functools.cached_property
+    def vocabulary(self):
+        return 4
+'''
+
+
+def test_the_instance_watch_flags_only_an_attribute_that_shadows_a_generic_member(monkeypatch: pytest.MonkeyPatch):
+    """Not a dataclass field, a member the GENERIC code sets itself (`forward`), a CUSTOMIZE member (`format`)
+    or a cached property; an instance made after the watch started, seen at the next garbage collection."""
+    import gc
+    import sys
+    import types
+
+    from orchestrator.rules.probe.training import InstanceWatch
+
+    module = types.ModuleType("_watched_train")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    exec(SHADOWING, vars(module))
+    watch = InstanceWatch({"Engine": {"format"}}, allowed={"forward"}, module=module.__name__)
+    watch.install()
+    try:
+        engine = module.Engine()
+        gc.collect()
+        engine.steps, engine.forward, engine.format = 5, lambda: 0, lambda: 0
+        assert engine.vocabulary == 4
+        gc.collect()
+        assert watch.violations() == [] and watch.instances == 1
+        engine.generate = lambda: 0
+        gc.collect()
+    finally:
+        watch.uninstall()
+    assert [v["message"].split(" had ")[0] for v in watch.violations()] == ["an instance of the GENERIC class Engine"]
+    assert "Engine.generate" in watch.violations()[0]["message"] and not watch.error
+
+
+def test_the_runtime_check_reads_the_findings_of_the_training_as_the_rules_failures(tmp_path: Path):
+    import json
+    from dataclasses import replace
+
+    from orchestrator.census import FINDINGS_NAME, read_training_check
+    from orchestrator.checks import CheckResult, with_training_findings
+
+    rebound = {"rule": "generic-object-rebound", "file": "train.py", "message": "torch.clamp ... during training"}
+    lines = [{"violations": [rebound], "note": ""}, {"violations": [rebound], "note": "the watch stopped"}]
+    (tmp_path / FINDINGS_NAME).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    findings = read_training_check(tmp_path)
+    assert findings.violations == [rebound] and findings.notes == ["the watch stopped"]
+    passed = CheckResult("runtime_check", True, summary="2 updates with finite loss and grad norm")
+    failed = with_training_findings(passed, findings)
+    assert not failed.passed and failed.kind == "contract" and failed.files == ["train.py"]
+    assert failed.summary.startswith("1 rule violation(s) during the training run; first: generic-object-rebound")
+    crashed = CheckResult("runtime_check", False, "non_finite", "update 1 logged a non-finite loss", "train.logs: ...")
+    both = with_training_findings(crashed, findings)
+    assert both.kind == "contract" and both.evidence.index("torch.clamp") < both.evidence.index("non-finite loss")
+    noted = with_training_findings(passed, replace(findings, violations=[]))
+    assert noted.passed and noted.summary.endswith("; the check during training: the watch stopped")
+    assert read_training_check(tmp_path / "none") is None

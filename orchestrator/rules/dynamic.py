@@ -98,7 +98,8 @@ def dotted(node: ast.Attribute) -> list[str] | None:
 
 
 def template_facts(text: str) -> dict:
-    """What the template's GENERIC sections bind and read, and what its CUSTOMIZE sections bind."""
+    """What the template's GENERIC sections bind and read (names, library chains, attribute names read and
+    written), what its CUSTOMIZE sections bind, and which GENERIC names its own functions change at run time."""
     kinds = kinds_by_line(read_sections(text))
     tree = ast.parse(text)
     generic: list[str] = []
@@ -124,14 +125,41 @@ def template_facts(text: str) -> dict:
                 and isinstance(node, (ast.Import, ast.ImportFrom)) for n in bound(node)}
     chains: set[str] = set()
     reads: set[str] = set()
+    attributes: set[str] = set()
+    stores: set[str] = set()
     for code in generic_code:
         for node in ast.walk(code):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 reads.add(node.id)
-            elif isinstance(node, ast.Attribute) and (parts := dotted(node)) and parts[0] in imported:
-                chains.update(".".join(parts[:k]) for k in range(2, len(parts) + 1))
+            elif isinstance(node, ast.Attribute):
+                (attributes if isinstance(node.ctx, ast.Load) else stores).add(node.attr)
+                if (parts := dotted(node)) and parts[0] in imported:
+                    chains.update(".".join(parts[:k]) for k in range(2, len(parts) + 1))
     return {"generic_names": generic, "customize_names": sorted(customize), "class_customize_members": members,
-            "chains": sorted(chains), "read_names": sorted(reads)}
+            "chains": sorted(chains), "read_names": sorted(reads), "attributes": sorted(attributes),
+            "attribute_stores": sorted(stores), "run_time_written": sorted(run_time_written(generic_code, generic))}
+
+
+MUTATORS = {"append", "extend", "insert", "update", "setdefault", "pop", "popitem", "clear", "add", "discard",
+            "remove", "sort", "reverse"}
+
+
+def run_time_written(code: list[ast.AST], names: list[str]) -> set[str]:
+    """Module-level names that the GENERIC functions themselves change while they run: declared `global`, or
+    written through (`NAME[k] = v`, `NAME.x = v`, `NAME.append(v)`): their values at the end of training are
+    the training's own, not the template's."""
+    written: set[str] = set()
+    functions = [n for c in code for n in ast.walk(c) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for node in (n for f in functions for n in ast.walk(f)):
+        if isinstance(node, ast.Global):
+            written.update(node.names)
+        elif isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)) \
+                and isinstance(node.value, ast.Name):
+            written.add(node.value.id)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS \
+                and isinstance(node.func.value, ast.Name):
+            written.add(node.func.value.id)
+    return written & set(names)
 
 
 def customize_callables(text: str) -> list[str]:

@@ -7,19 +7,26 @@ byte-identical text must also run as the template's does).
   the template binds: the same module or library object, a function or class with the same code and
   members (members the template's CUSTOMIZE sections define aside), the same value; every library
   attribute the GENERIC code reads (`torch.clamp`, `math.ceil`, ...) is still the object it was before
-  train.py was imported, every library class it names keeps its members, and no builtin it reads is
-  shadowed or replaced.
+  train.py was imported, every library class it names (`torch.optim.AdamW`, or `Accelerator` imported by
+  name) keeps its members, also those it inherits under a name the GENERIC code reads by attribute
+  (`accelerator.clip_grad_norm_`, `optimizer.zero_grad`), and no builtin it reads is shadowed or replaced.
 - generic-behaviour-changed: every GENERIC function whose arguments can be made from its annotations
   (tensors, numbers, strings, lists and dicts of them, the template's own dataclasses; never a model, a
   config or a file) returns the same values and leaves its arguments the same in train.py as in the
   template, on the same fixed inputs with the same seeds.
+
+The import check's probe compares once CUSTOMIZE code has run on a real game; the runtime check compares again
+at the end of its training run (`when=DURING_TRAINING`, training.py), where the names that the template's own
+functions change while they run (`run_time_written`) are left out.
 """
 
 from __future__ import annotations
 
 import builtins
 import dataclasses
+import functools
 import inspect
+import os
 import sys
 import types
 import typing
@@ -36,6 +43,19 @@ SKIPPED_MEMBERS = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakr
                    "__protocol_attrs__", "__non_callable_proto_members__"}
 DATA = (type(None), bool, int, float, str, bytes, tuple, list, dict, set, frozenset)
 MISSING = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class Moment:
+    """When a comparison is made, as its messages say it."""
+
+    end: str  # when a changed binding is seen
+    change: str  # when the change happened
+    libraries_ran: bool = False  # the template's own code and its libraries have run: they change things too
+
+
+AFTER_IMPORT = Moment("by the time the training runs", "after train.py was imported")
+DURING_TRAINING = Moment("at the end of the training run", "during training", libraries_ran=True)
 
 
 class Unmade(Exception):
@@ -127,6 +147,77 @@ def members(cls: type, skipped: set[str]) -> dict[str, str]:
     return {k: digest(v) for k, v in vars(cls).items() if k not in SKIPPED_MEMBERS and k not in skipped}
 
 
+def inner(value: Any) -> list[Any]:
+    """What a value runs on: a decorator's `__wrapped__`, a partial's or a method's function, a property's."""
+    if isinstance(value, (staticmethod, classmethod, types.MethodType)):
+        return [value.__func__]
+    if isinstance(value, (functools.partial, functools.partialmethod)):
+        return [value.func]
+    if isinstance(value, property):
+        return [f for f in (value.fget, value.fset, value.fdel) if f is not None]
+    try:
+        wrapped = inspect.getattr_static(value, "__wrapped__", None)
+    except Exception:  # an object that refuses to be looked at has no known inside
+        return []
+    return [wrapped] if wrapped is not None and wrapped is not value else []
+
+
+def layers(value: Any, limit: int = 20) -> list[Any]:
+    """`value` and everything it runs on, outermost first."""
+    found, queue = [], [value]
+    while queue and len(found) < limit:
+        item = queue.pop(0)
+        found.append(item)
+        queue += inner(item)
+    return found
+
+
+def code_file(value: Any) -> str | None:
+    if isinstance(value, types.FunctionType):
+        return value.__code__.co_filename
+    if isinstance(value, type):
+        return getattr(sys.modules.get(value.__module__), "__file__", None)
+    return None
+
+
+def written_in(value: Any, folder: str) -> bool:
+    """The code of `value`, or of what it wraps, is in a file of `folder` (train.py, helpers.py, ...)."""
+    files = (code_file(layer) for layer in layers(value))
+    return any(f is not None and os.path.realpath(f).startswith(folder + os.sep) for f in files)
+
+
+def replaced_by_generated_code(now: Any, then: Any, folder: str, when: Moment) -> bool:
+    """Whether a library object that changed from `then` to `now` counts: always right after the import;
+    once the libraries have run, which wrap their own functions (torch._dynamo wraps torch.manual_seed) and
+    add members (transformers adds torch.nn.Module.smart_apply), only when the generated code wrote the new
+    object or the original is gone (nothing in the new one wraps it)."""
+    if not when.libraries_ran:
+        return True
+    if written_in(now, folder):
+        return True
+    return then is not MISSING and not any(same_object(layer, then) for layer in layers(now))
+
+
+def origin(value: Any) -> str:
+    """A value for a message, with the file and line of a function the generated code wrote."""
+    function = next((v for v in layers(value) if isinstance(v, types.FunctionType)), None)
+    if function is None:
+        return short(value)
+    code = function.__code__
+    return f"{short(value)} ({os.path.basename(code.co_filename)}, line {code.co_firstlineno})"
+
+
+def reached_members(cls: type, attributes: set[str]) -> dict[str, Any]:
+    """A library class's own members, and those it inherits under a name the GENERIC code reads by attribute
+    (an instance's method: `accelerator.clip_grad_norm_` is Accelerator's, `optimizer.zero_grad` Optimizer's)."""
+    found = dict(vars(cls))
+    for name in attributes - found.keys():
+        value = inspect.getattr_static(cls, name, MISSING)
+        if value is not MISSING:
+            found[name] = value
+    return found
+
+
 class Reference:
     """The template's GENERIC code as the researcher wrote it: its bindings, the library objects it reads,
     and what its functions return on fixed inputs, all taken before train.py is imported."""
@@ -135,6 +226,8 @@ class Reference:
         self.template = template
         self.names = [n for n in plan.get("generic_names", []) if n not in set(plan.get("customize_names", []))]
         self.customize_members = {cls: set(names) for cls, names in plan.get("class_customize_members", {}).items()}
+        self.run_time_written = set(plan.get("run_time_written", []))
+        attributes = set(plan.get("attributes", []))
         self.library: dict[str, tuple[Any, dict[str, Any] | None]] = {}
         for chain in plan.get("chains", []):
             root, *parts = chain.split(".")
@@ -142,7 +235,10 @@ class Reference:
                 continue
             value = walk(getattr(template, root), parts)
             if value is not MISSING and not is_own(value, template.__name__):
-                self.library[chain] = (value, dict(vars(value)) if isinstance(value, type) else None)
+                self.library[chain] = (value, reached_members(value, attributes) if isinstance(value, type) else None)
+        self.library_classes = {name: (value, reached_members(value, attributes)) for name in self.names
+                                if isinstance(value := getattr(template, name, None), type)
+                                and not is_own(value, template.__name__)}  # `from accelerate import Accelerator`
         self.builtins = {n: getattr(builtins, n) for n in plan.get("read_names", [])
                          if n not in vars(template) and hasattr(builtins, n)}
         self.outputs: dict[str, tuple[int, Any, Any]] = {}
@@ -160,18 +256,20 @@ class Reference:
                     self.outputs[name] = (variant, canonical(result), canonical(args))
                     break
 
-    def compare(self, train: types.ModuleType) -> list[dict]:
-        return self.compare_names(train) + self.compare_library(train) + self.compare_calls(train)
+    def compare(self, train: types.ModuleType, when: Moment = AFTER_IMPORT) -> list[dict]:
+        return self.compare_names(train, when) + self.compare_library(train, when) + self.compare_calls(train, when)
 
-    def compare_names(self, train: types.ModuleType) -> list[dict]:
+    def compare_names(self, train: types.ModuleType, when: Moment = AFTER_IMPORT) -> list[dict]:
         problems = []
         for name in self.names:
             want, got = getattr(self.template, name, MISSING), getattr(train, name, MISSING)
+            if when.libraries_ran and name in self.run_time_written and isinstance(want, DATA):
+                continue
             reason = self.differs(name, want, got, train.__name__)
             if reason:
                 problems.append(violation("generic-object-rebound", "train.py",
-                                          f"{name}, which a GENERIC section binds, {reason} by the time the training "
-                                          f"runs (CUSTOMIZE code rebound or patched it, maybe from inside a function, "
+                                          f"{name}, which a GENERIC section binds, {reason} {when.end} (CUSTOMIZE "
+                                          f"code rebound or patched it {when.change}, maybe from inside a function, "
                                           f"through __main__, a class body or a `global` statement); GENERIC code must "
                                           f"run on the template's own objects: remove that change"))
         return problems
@@ -199,33 +297,45 @@ class Reference:
         except Exception:  # an object that cannot be compared: identity was the test
             return f"is {short(got)} instead of {short(want)}"
 
-    def compare_library(self, train: types.ModuleType) -> list[dict]:
+    def compare_library(self, train: types.ModuleType, when: Moment = AFTER_IMPORT) -> list[dict]:
         problems = []
+        folder = os.path.dirname(os.path.realpath(getattr(train, "__file__", None) or "."))
         for chain, (then, members_then) in self.library.items():
             root, *parts = chain.split(".")
             now = walk(getattr(train, root, MISSING), parts)
             if not same_object(now, then):
-                problems.append(violation("generic-object-rebound", "train.py",
-                                          f"{chain}, which the GENERIC code reads, is {short(now)} instead of "
-                                          f"{short(then)} (what it was before train.py ran): CUSTOMIZE code replaced a "
-                                          f"library object the GENERIC code relies on; leave libraries as they are"))
-            elif members_then is not None:
-                current = vars(now)
-                changed = sorted({k for k, v in members_then.items() if not same_object(current.get(k, MISSING), v)}
-                                 | {k for k in current if k not in members_then})
-                if changed:
+                if replaced_by_generated_code(now, then, folder, when):
                     problems.append(violation("generic-object-rebound", "train.py",
-                                              f"{chain}, which the GENERIC code uses, had {', '.join(changed[:5])} "
-                                              f"replaced or added after train.py was imported: leave library classes "
-                                              f"as they are"))
+                                              f"{chain}, which the GENERIC code reads, is {origin(now)} instead of "
+                                              f"{short(then)} (what it was before train.py ran): CUSTOMIZE code "
+                                              f"replaced a library object the GENERIC code relies on {when.change}; "
+                                              f"leave libraries as they are"))
+            elif members_then is not None:
+                problems += self.changed_members(chain, now, members_then, folder, when)
+        for name, (then, members_then) in self.library_classes.items():
+            if getattr(train, name, MISSING) is then:  # a rebound name is compare_names' finding
+                problems += self.changed_members(name, then, members_then, folder, when)
         for name, original in self.builtins.items():
-            if name in vars(train) or getattr(builtins, name) is not original:
+            now = getattr(builtins, name)
+            if name in vars(train) or (now is not original and replaced_by_generated_code(now, original, folder, when)):
                 problems.append(violation("generic-object-rebound", "train.py",
                                           f"the builtin {name}, which the GENERIC code calls, is shadowed or "
-                                          f"replaced in train.py; name your own function differently"))
+                                          f"replaced in train.py ({when.change}); name your own function differently"))
         return problems
 
-    def compare_calls(self, train: types.ModuleType) -> list[dict]:
+    @staticmethod
+    def changed_members(label: str, cls: type, then: dict[str, Any], folder: str, when: Moment) -> list[dict]:
+        now = {k: inspect.getattr_static(cls, k, MISSING) for k in {*then, *vars(cls)}}
+        changed = sorted(k for k, v in now.items() if not same_object(v, then.get(k, MISSING))
+                         and replaced_by_generated_code(v, then.get(k, MISSING), folder, when))
+        if not changed:
+            return []
+        return [violation("generic-object-rebound", "train.py",
+                          f"{label}, which the GENERIC code uses, had {', '.join(changed[:5])} replaced or added "
+                          f"{when.change} ({label}.{changed[0]} is now {origin(now[changed[0]])}): leave library "
+                          f"classes as they are")]
+
+    def compare_calls(self, train: types.ModuleType, when: Moment = AFTER_IMPORT) -> list[dict]:
         problems = []
         for name, (variant, result, args_after) in self.outputs.items():
             function = getattr(train, name, None)
@@ -246,9 +356,9 @@ class Reference:
             else:
                 continue
             problems.append(violation("generic-behaviour-changed", "train.py",
-                                      f"the GENERIC {name}(...) on fixed inputs {detail}; its text is the template's, "
-                                      f"so CUSTOMIZE code changed what it runs on (a library function or a global it "
-                                      f"reads): undo that change"))
+                                      f"the GENERIC {name}(...) on fixed inputs {detail} {when.end}; its text is the "
+                                      f"template's, so CUSTOMIZE code changed what it runs on (a library function or "
+                                      f"a global it reads) {when.change}: undo that change"))
         return problems
 
     @staticmethod
