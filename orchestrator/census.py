@@ -102,6 +102,7 @@ class TrainingFindings:
 
     violations: list[dict]
     notes: list[str]
+    checked: dict[str, int]  # what was compared: GENERIC functions on fixed inputs, classes and instances watched
 
 
 def read_training_check(folder: Path) -> TrainingFindings | None:
@@ -111,7 +112,7 @@ def read_training_check(folder: Path) -> TrainingFindings | None:
     lines = [line for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
     if not lines:
         return None
-    violations, notes = [], []
+    violations, notes, checked = [], [], {}
     for line in lines:
         try:
             record = json.loads(line)
@@ -120,4 +121,5 @@ def read_training_check(folder: Path) -> TrainingFindings | None:
             continue
         violations += [v for v in record.get("violations", []) if v not in violations]
         notes += [record["note"]] if record.get("note") else []
-    return TrainingFindings(violations, notes)
+        checked = record.get("checked") or checked
+    return TrainingFindings(violations, notes, checked)
