@@ -466,15 +466,24 @@ def remember(key: str) -> int:
     CACHE[key] = STEP
     SEEN.append(key)
     return LIMIT
+
+
+class Engine:
+    def step(self, key: str) -> int:
+        self.calls.append(key)
+        self.last = key
+        return LIMIT
 '''
 
 
 def test_the_names_the_template_s_own_functions_change_are_known():
-    """Their values at the end of a training are the training's, so that comparison leaves them out."""
+    """Their values at the end of a training are the training's, so that comparison leaves them out; so are the
+    attributes they set or fill (an instance may hold its own)."""
     from orchestrator.rules.dynamic import template_facts
 
     facts = template_facts(WRITTEN_AT_RUN_TIME)
     assert facts["run_time_written"] == ["CACHE", "SEEN", "STEP"]
+    assert facts["attribute_stores"] == ["calls", "last"]
     assert "append" in facts["attributes"] and "LIMIT" in facts["generic_names"]
 
 

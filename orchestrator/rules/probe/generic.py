@@ -16,8 +16,9 @@ byte-identical text must also run as the template's does).
   template, on the same fixed inputs with the same seeds.
 
 The import check's probe compares once CUSTOMIZE code has run on a real game; the runtime check compares again
-at the end of its training run (`when=DURING_TRAINING`, training.py), where the names that the template's own
-functions change while they run (`run_time_written`) are left out.
+at the end of its training run (`when=DURING_TRAINING`, training.py), where what the template's own functions
+change while they run (module names: `run_time_written`; class members: `attribute_stores`) is left out, and
+a library object counts as changed only when the generated code changed it (`replaced_by_generated_code`).
 """
 
 from __future__ import annotations
@@ -227,6 +228,7 @@ class Reference:
         self.names = [n for n in plan.get("generic_names", []) if n not in set(plan.get("customize_names", []))]
         self.customize_members = {cls: set(names) for cls, names in plan.get("class_customize_members", {}).items()}
         self.run_time_written = set(plan.get("run_time_written", []))
+        self.attribute_stores = set(plan.get("attribute_stores", []))
         attributes = set(plan.get("attributes", []))
         self.library: dict[str, tuple[Any, dict[str, Any] | None]] = {}
         for chain in plan.get("chains", []):
@@ -265,7 +267,7 @@ class Reference:
             want, got = getattr(self.template, name, MISSING), getattr(train, name, MISSING)
             if when.libraries_ran and name in self.run_time_written and isinstance(want, DATA):
                 continue
-            reason = self.differs(name, want, got, train.__name__)
+            reason = self.differs(name, want, got, train.__name__, when)
             if reason:
                 problems.append(violation("generic-object-rebound", "train.py",
                                           f"{name}, which a GENERIC section binds, {reason} {when.end} (CUSTOMIZE "
@@ -274,7 +276,7 @@ class Reference:
                                           f"run on the template's own objects: remove that change"))
         return problems
 
-    def differs(self, name: str, want: Any, got: Any, train_module: str) -> str:
+    def differs(self, name: str, want: Any, got: Any, train_module: str, when: Moment = AFTER_IMPORT) -> str:
         if got is MISSING:
             return "is missing from train.py"
         if isinstance(want, types.ModuleType):
@@ -284,6 +286,8 @@ class Reference:
                 return f"is {short(got)}, not train.py's copy of the template's {type(unwrap(want)).__name__}"
             if isinstance(want, type):
                 skipped = self.customize_members.get(name, set())
+                if when.libraries_ran:  # members the GENERIC code itself sets or fills while it runs
+                    skipped = skipped | self.attribute_stores
                 mine, theirs = members(got, skipped), members(want, skipped)
                 changed = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
                 return f"has other members than the template's: {', '.join(changed)}" if changed else ""

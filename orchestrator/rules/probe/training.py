@@ -10,8 +10,11 @@ they are made. At exit, after train.py's main returned (or raised), `finish` com
 `__main__` module) with the reference, looks for instance attributes that shadow a member of a GENERIC class,
 and appends what it found, as violations of the same rules, to the findings file the runtime check reads.
 
-It never breaks the run: nothing is printed, warnings are silenced, the random generators are left as they
-were, and its own errors become a note in the findings instead of an exception.
+It never breaks the run: it prints nothing and silences warnings while it calls functions, leaves the random
+generators as they were, refuses writes only to its own calls (values.guard_this_thread_only), and its own
+errors become a note in the findings instead of an exception. The template's module code runs before
+train.py's, so torch, transformers and accelerate are imported a moment earlier than train.py would: the
+same imports, moved, not added.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import json
 import os
 import random
 import sys
+import time
 import traceback
 import types
 import warnings
@@ -98,6 +102,8 @@ class InstanceWatch:
         self.alive: dict[int, tuple[weakref.ref, type]] = {}
         self.found: dict[tuple[str, str], str] = {}  # (class, attribute) -> the value that shadows
         self.instances = 0  # instances noted
+        self.collections = 0  # garbage collections watched
+        self.seconds = 0.0  # spent in them
         self.error = ""
 
     def install(self) -> None:
@@ -110,6 +116,7 @@ class InstanceWatch:
     def on_collect(self, phase: str, info: dict) -> None:
         if phase != "start":
             return
+        started = time.perf_counter()
         try:
             self.resolve()
             if self.shadowable:
@@ -118,6 +125,8 @@ class InstanceWatch:
         except Exception as exc:  # the watch stops; the training goes on
             self.error = f"{type(exc).__name__}: {exc}"
             self.uninstall()
+        self.collections += 1
+        self.seconds += time.perf_counter() - started
 
     def resolve(self) -> None:
         """The GENERIC classes train.py has bound by now (its module body runs while the watch is on)."""
@@ -193,6 +202,7 @@ class TrainingCheck:
     reference: Reference
     watch: InstanceWatch
     findings: str
+    seconds: dict[str, float]  # CPU seconds of each part: the template's import, the reference, the comparison
 
     def finish(self) -> None:
         """Compare train.py with the reference and write the findings (registered with atexit). A training that
@@ -204,12 +214,15 @@ class TrainingCheck:
                                      "evidence, its GENERIC code was not compared")
             return
         try:
+            started = time.process_time()
             with quiet():
                 self.watch.sweep()
                 problems = self.reference.compare(train, DURING_TRAINING) + self.watch.violations()
             note = f"the instance watch stopped: {self.watch.error}" if self.watch.error else ""
+            seconds = {**self.seconds, "watch": self.watch.seconds, "comparison": time.process_time() - started}
             checked = {"functions": len(self.reference.outputs), "classes": len(self.watch.shadowable),
-                       "instances": self.watch.instances}
+                       "instances": self.watch.instances, "collections": self.watch.collections,
+                       "seconds": {k: round(v, 3) for k, v in seconds.items()}}
             write(self.findings, problems, note, checked)
         except BaseException as exc:
             write(self.findings, [], f"the comparison at the end of training failed: {describe(exc)}")
@@ -221,14 +234,17 @@ def start(plan_path: str, findings: str) -> None:
         with open(plan_path) as handle:
             plan = json.load(handle)
         guard_this_thread_only()
+        started = time.process_time()
         # not silenced: what the template's module code sets up (a logging handler on stdout, warning filters)
         # must hold the run's own streams and filters, as when train.py runs that code
         template = import_template(plan["template"], os.path.dirname(os.path.abspath(sys.argv[0])))
+        imported = time.process_time()
         with quiet(), random_state_kept():
             reference = Reference(template, plan)
         watch = InstanceWatch(generic_classes(reference, plan), set(plan.get("attribute_stores", [])))
         watch.install()
-        atexit.register(TrainingCheck(reference, watch, findings).finish)
+        seconds = {"template import": imported - started, "reference": time.process_time() - imported}
+        atexit.register(TrainingCheck(reference, watch, findings, seconds).finish)
     except BaseException as exc:  # the training goes on, unjudged
         write(findings, [], f"the template's reference could not be taken: {describe(exc)}")
 
