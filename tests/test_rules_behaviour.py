@@ -406,7 +406,8 @@ def on_first_training_call(code: Callable[[Path], str]) -> Callable[[Path], None
 
 def training_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
     """While training runs: torch.clamp made a no-op, Accelerator.clip_grad_norm_ patched so gradients are never
-    clipped, and an instance attribute that shadows a method of a GENERIC class (calling that same method)."""
+    clipped, an instance attribute that shadows a method of a GENERIC class, and one that shadows the method of
+    the accelerator the GENERIC code calls (both calling that same method)."""
     cls, member = SHADOWED[folder.name]
     on_first_training_call(lambda f: f"""import functools, gc, torch, accelerate
 torch.clamp = lambda value, *args, **kwargs: value
@@ -414,11 +415,14 @@ accelerate.Accelerator.clip_grad_norm_ = lambda self, parameters, max_norm, norm
     torch.nn.utils.clip_grad_norm_(parameters, float("inf"), norm_type)
 for obj in gc.get_objects():
     if type(obj).__name__ == {cls!r}:
-        obj.{member} = functools.partial(type(obj).{member}, obj)""")(folder)
+        obj.{member} = functools.partial(type(obj).{member}, obj)
+    elif type(obj) is accelerate.Accelerator:
+        obj.backward = lambda loss, _self=obj, **kwargs: accelerate.Accelerator.backward(_self, loss, **kwargs)""")(folder)
     return [("generic-object-rebound", ("torch.clamp", "during training")),
             ("generic-behaviour-changed", ("grpo_token_loss", "during training")),
             ("generic-object-rebound", ("Accelerator", "clip_grad_norm_", "during training")),
-            ("generic-object-rebound", (cls, member, "during training"))]
+            ("generic-object-rebound", ("instance of the GENERIC class", cls, member, "during training")),
+            ("generic-object-rebound", ("instance of Accelerator", "backward", "during training"))]
 
 
 def example_roles(name: str, source: Path):
@@ -557,9 +561,14 @@ class Engine:
 '''
 
 
-def test_the_instance_watch_flags_only_an_attribute_that_shadows_a_generic_member(monkeypatch: pytest.MonkeyPatch):
-    """Not a dataclass field, a member the GENERIC code sets itself (`forward`), a CUSTOMIZE member (`format`)
-    or a cached property; an instance made after the watch started, seen at the next garbage collection."""
+def test_the_instance_watch_flags_only_an_attribute_that_shadows_a_generic_member(tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch):
+    """Of a GENERIC class, not a dataclass field, a member the GENERIC code sets itself (`forward`), a CUSTOMIZE
+    member (`format`) or a cached property; of a library class the GENERIC code names, only a method replaced
+    by code of the training's folder (the library's own wrapper of it is no finding). Instances made after the
+    watch started, seen at the next garbage collection."""
+    import argparse
+    import functools
     import gc
     import sys
     import types
@@ -569,21 +578,27 @@ def test_the_instance_watch_flags_only_an_attribute_that_shadows_a_generic_membe
     module = types.ModuleType("_watched_train")
     monkeypatch.setitem(sys.modules, module.__name__, module)
     exec(SHADOWING, vars(module))
-    watch = InstanceWatch({"Engine": {"format"}}, allowed={"forward"}, module=module.__name__)
+    library = {argparse.ArgumentParser: frozenset({"add_argument", "format_help"})}
+    watch = InstanceWatch({"Engine": {"format"}}, allowed={"forward"}, library=library, folder=str(tmp_path),
+                          module=module.__name__)
     watch.install()
     try:
-        engine = module.Engine()
+        engine, parser = module.Engine(), argparse.ArgumentParser()
         gc.collect()
         engine.steps, engine.forward, engine.format = 5, lambda: 0, lambda: 0
         assert engine.vocabulary == 4
+        parser.add_argument = functools.partial(argparse.ArgumentParser.add_argument, parser)
         gc.collect()
-        assert watch.violations() == [] and watch.instances == 1
+        assert watch.violations() == [] and watch.instances == 2
         engine.generate = lambda: 0
+        parser.format_help = eval(compile("lambda: ''", str(tmp_path / "train.py"), "eval"))
         gc.collect()
     finally:
         watch.uninstall()
-    assert [v["message"].split(" had ")[0] for v in watch.violations()] == ["an instance of the GENERIC class Engine"]
-    assert "Engine.generate" in watch.violations()[0]["message"] and not watch.error
+    messages = [v["message"] for v in watch.violations()]
+    assert [m.split(" had ")[0] for m in messages] == ["an instance of ArgumentParser",
+                                                       "an instance of the GENERIC class Engine"]
+    assert "ArgumentParser.format_help" in messages[0] and "Engine.generate" in messages[1] and not watch.error
 
 
 def test_the_runtime_check_reads_the_findings_of_the_training_as_the_rules_failures(tmp_path: Path):

@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import inspect
 import io
 import json
 import os
@@ -36,7 +37,7 @@ import warnings
 import weakref
 from typing import Any, Iterator
 
-from orchestrator.rules.probe.generic import DURING_TRAINING, TEMPLATE_MODULE, Reference
+from orchestrator.rules.probe.generic import DURING_TRAINING, TEMPLATE_MODULE, Reference, replaced_by_generated_code
 from orchestrator.rules.probe.values import guard_this_thread_only, short, violation
 
 TRAINING_MODULE = "__main__"  # train.py as `accelerate launch` (or `python train.py`) runs it
@@ -85,20 +86,26 @@ def import_template(path: str, script_folder: str) -> types.ModuleType:
 # ---------------------------------------------------------------- instances of GENERIC classes
 
 class InstanceWatch:
-    """The instances of train.py's GENERIC classes, and the members of their class that any of them shadows
-    with an attribute of its own.
+    """The instances of train.py's GENERIC classes and of the library classes its GENERIC code names (Accelerator),
+    and the members of their class that any of them shadows with an attribute of its own.
 
     An instance lives in train.py's functions and is gone when they return, so it is judged while the training
     runs: at every garbage collection (a gc callback, no cost per call) the young generation's new instances of
-    those classes are noted by weak reference, and every noted instance still alive is looked at. A member may
-    be shadowed when the template's GENERIC code itself sets an attribute of that name (`self.forward = ...`),
-    when it is a dataclass field or a cached property, or when a CUSTOMIZE section of the class defines it."""
+    those classes are noted by weak reference, and every noted instance still alive is looked at.
+    A GENERIC class's member may be shadowed when the template's GENERIC code itself sets an attribute of that
+    name (`self.forward = ...`), when it is a dataclass field or a cached property, or when a CUSTOMIZE section
+    of the class defines it. A library class's method that the GENERIC code calls (`accelerator.backward`) may
+    be shadowed by the library itself (torch's LR scheduler wraps `optimizer.step` on the instance): it counts
+    when the generated code wrote the new value or it no longer wraps the method (generic.py's rule)."""
 
-    def __init__(self, classes: dict[str, set[str]], allowed: set[str], module: str = TRAINING_MODULE) -> None:
+    def __init__(self, classes: dict[str, set[str]], allowed: set[str], library: dict[type, frozenset[str]],
+                 folder: str, module: str = TRAINING_MODULE) -> None:
         self.pending = dict(classes)  # class name -> members its CUSTOMIZE sections define, until train.py binds it
         self.allowed = allowed  # attribute names the GENERIC code sets itself
+        self.library = set(library)  # classes whose own code may shadow their members too
+        self.folder = folder  # the training's folder: code written there is the generated code
         self.module = module
-        self.shadowable: dict[type, frozenset[str]] = {}
+        self.shadowable: dict[type, frozenset[str]] = dict(library)
         self.alive: dict[int, tuple[weakref.ref, type]] = {}
         self.found: dict[tuple[str, str], str] = {}  # (class, attribute) -> the value that shadows
         self.instances = 0  # instances noted
@@ -169,7 +176,9 @@ class InstanceWatch:
             if not own:
                 continue
             for name in self.shadowable[cls].intersection(own):
-                self.found.setdefault((cls.__qualname__, name), short(own[name], 80))
+                if cls not in self.library or replaced_by_generated_code(
+                        own[name], inspect.getattr_static(cls, name), self.folder, DURING_TRAINING):
+                    self.found.setdefault((cls.__qualname__, name), short(own[name], 80))
 
     def sweep(self) -> None:
         """At the end: every instance still alive, all of them when the garbage collector was off."""
@@ -180,10 +189,12 @@ class InstanceWatch:
             self.inspect()
 
     def violations(self) -> list[dict]:
+        library = {cls.__qualname__ for cls in self.library}
         return [violation("generic-object-rebound", "train.py",
-                          f"an instance of the GENERIC class {cls} had its own {name} during training ({value}), "
-                          f"shadowing {cls}.{name}: CUSTOMIZE code set it on the instance, so the GENERIC code "
-                          f"that calls {name} on it runs other code than the template's; remove that assignment")
+                          f"an instance of {'' if cls in library else 'the GENERIC class '}{cls} had its own {name} "
+                          f"during training ({value}), shadowing {cls}.{name}: CUSTOMIZE code set it on the "
+                          f"instance, so the GENERIC code that calls {name} on it runs other code than the "
+                          f"template's; remove that assignment")
                 for (cls, name), value in sorted(self.found.items())]
 
 
@@ -193,6 +204,23 @@ def generic_classes(reference: Reference, plan: dict[str, Any]) -> dict[str, set
     return {name: set(customize.get(name, [])) for name in reference.names
             if isinstance(value := getattr(reference.template, name, None), type)
             and value.__module__ == reference.template.__name__}
+
+
+METHODS = (types.FunctionType, staticmethod, classmethod, functools.partialmethod, types.MethodDescriptorType,
+           types.WrapperDescriptorType, types.BuiltinFunctionType)
+
+
+def library_classes(reference: Reference, plan: dict[str, Any]) -> dict[type, frozenset[str]]:
+    """The library classes the GENERIC code imports by name, each with the methods it calls on them by
+    attribute (a value an instance of the library's own may hold, a dataclass field, is no method)."""
+    called = set(plan.get("attributes", []))
+    found = {}
+    for cls, members in reference.library_classes.values():
+        fields = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+        methods = frozenset(n for n in called & members.keys() - fields if isinstance(members[n], METHODS))
+        if methods:
+            found[cls] = methods
+    return found
 
 
 # ---------------------------------------------------------------- the check's two ends
@@ -237,11 +265,13 @@ def start(plan_path: str, findings: str) -> None:
         started = time.process_time()
         # not silenced: what the template's module code sets up (a logging handler on stdout, warning filters)
         # must hold the run's own streams and filters, as when train.py runs that code
-        template = import_template(plan["template"], os.path.dirname(os.path.abspath(sys.argv[0])))
+        folder = os.path.dirname(os.path.realpath(sys.argv[0]))
+        template = import_template(plan["template"], folder)
         imported = time.process_time()
         with quiet(), random_state_kept():
             reference = Reference(template, plan)
-        watch = InstanceWatch(generic_classes(reference, plan), set(plan.get("attribute_stores", [])))
+        watch = InstanceWatch(generic_classes(reference, plan), set(plan.get("attribute_stores", [])),
+                              library_classes(reference, plan), folder)
         watch.install()
         seconds = {"template import": imported - started, "reference": time.process_time() - imported}
         atexit.register(TrainingCheck(reference, watch, findings, seconds).finish)
