@@ -285,13 +285,14 @@ def judge_short_run(run: ShortRun, spec: RuntimeCheckSpec, log_format: LogFormat
     """It must exit cleanly (or only lose a rank to a signal after train.logs said done), log updates with
     finite numbers (read in `log_format`), have run the processes it was asked for, and leave the GENERIC
     code as the template's to its end (`with_training_findings`)."""
-    return with_training_findings(judge_run(run, spec, log_format), run.training)
+    return with_training_findings(judge_run(run, spec, log_format), run.training, exited=run.result.ok)
 
 
-def with_training_findings(result: CheckResult, findings: TrainingFindings | None) -> CheckResult:
-    """The violations the check inside the training found fail the check as the rules' own failures (with
-    the run's own failure after them, if it had one: a patch can show as a non-finite loss); what the check
-    could not do is a note in the summary of a run that passed, never a failure."""
+def with_training_findings(result: CheckResult, findings: TrainingFindings | None, exited: bool = True) -> CheckResult:
+    """The violations the check inside the training found fail a run that `exited` cleanly as the rules' own
+    failures, with the run's own failure after them if it had one (a patch can show as a non-finite loss);
+    a run that crashed keeps its failure (its traceback, or the machine's fault), with the violations after
+    it. What the check could not do is a note in the summary of a run that passed, never a failure."""
     if findings is None:
         return result
     if not findings.violations:
@@ -300,6 +301,9 @@ def with_training_findings(result: CheckResult, findings: TrainingFindings | Non
         return result
     violations = [Violation(v["rule"], v["file"], None, v["message"]) for v in findings.violations]
     found = "\n".join(str(v) for v in violations)
+    if not exited:
+        return replace(result, evidence=f"{tail(result.evidence, EVIDENCE_CHARS // 2)}\n\nDuring the training run, "
+                                        f"also:\n{tail(found, EVIDENCE_CHARS // 2)}")
     evidence = found if result.passed else (f"{tail(found, EVIDENCE_CHARS // 2)}\n\nThe run itself: {result.summary}"
                                             f"\n{tail(result.evidence, EVIDENCE_CHARS // 3)}")
     files = list(dict.fromkeys([*(v.file for v in violations if v.file in EDITABLE_FILES), "train.py", *result.files]))
