@@ -434,7 +434,7 @@ def example_roles(name: str, source: Path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", EXAMPLES)
+@pytest.mark.parametrize("name", sorted(TRAINING_ONLY))
 def test_patches_made_only_while_training_are_flagged_inside_the_training_run(tmp_path: Path, name: str,
                                                                               tiny_model_dir: Path) -> None:
     """The import check's probe never runs the patching code, so it passes; the runtime check's training
