@@ -406,13 +406,16 @@ def on_first_training_call(code: Callable[[Path], str]) -> Callable[[Path], None
 
 def training_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
     """While training runs: torch.clamp made a no-op, Accelerator.clip_grad_norm_ patched so gradients are never
-    clipped, an instance attribute that shadows a method of a GENERIC class, and one that shadows the method of
-    the accelerator the GENERIC code calls (both calling that same method)."""
+    clipped (and torch's clip_grad_norm_, which the GENERIC code never names), an instance attribute that shadows
+    a method of a GENERIC class, and one that shadows the method of the accelerator the GENERIC code calls (both
+    calling that same method)."""
     cls, member = SHADOWED[folder.name]
     on_first_training_call(lambda f: f"""import functools, gc, torch, accelerate
 torch.clamp = lambda value, *args, **kwargs: value
 accelerate.Accelerator.clip_grad_norm_ = lambda self, parameters, max_norm, norm_type=2: \\
     torch.nn.utils.clip_grad_norm_(parameters, float("inf"), norm_type)
+torch.nn.utils.clip_grad_norm_ = lambda parameters, max_norm, *args, **kwargs: \\
+    torch.nn.utils.clip_grad.clip_grad_norm_(parameters, float("inf"), *args, **kwargs)
 for obj in gc.get_objects():
     if type(obj).__name__ == {cls!r}:
         obj.{member} = functools.partial(type(obj).{member}, obj)
@@ -421,6 +424,7 @@ for obj in gc.get_objects():
     return [("generic-object-rebound", ("torch.clamp", "during training")),
             ("generic-behaviour-changed", ("grpo_token_loss", "during training")),
             ("generic-object-rebound", ("Accelerator", "clip_grad_norm_", "during training")),
+            ("generic-object-rebound", ("torch.nn.utils.clip_grad_norm_", "library code", "during training")),
             ("generic-object-rebound", ("instance of the GENERIC class", cls, member, "during training")),
             ("generic-object-rebound", ("instance of Accelerator", "backward", "during training"))]
 
@@ -508,7 +512,7 @@ def parser() -> ArgumentParser:
 
 def test_a_library_class_method_reached_through_an_instance_is_compared(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch):
-    """ArgumentParser is imported by name and add_argument is inherited: replaced by code of the training's
+    """ArgumentParser is imported by name and add_argument is inherited: wrapped by code of the training's
     folder it is flagged, right after the import and during training; a library wrapping its own function
     (as torch._dynamo wraps torch.manual_seed) counts only right after the import."""
     import argparse
@@ -529,8 +533,10 @@ def test_a_library_class_method_reached_through_an_instance_is_compared(tmp_path
         lambda *args, **kwargs: original(*args, **kwargs)))  # the "library's own" wrapper: written here, not there
     assert reference.compare(train, DURING_TRAINING) == []
     assert found(violations_of(reference.compare(train, AFTER_IMPORT)), "generic-object-rebound", "add_argument")
-    patch = eval(compile("lambda self, *args, **kwargs: None", str(tmp_path / "train.py"), "eval"))
-    monkeypatch.setattr(train.ArgumentParser, "add_argument", patch)
+    # the generated code's own wrapper still calls the original: written in the training's folder, it counts
+    patch = eval(compile("lambda *args, **kwargs: original(*args, **kwargs)", str(tmp_path / "train.py"), "eval"),
+                 {"original": original})
+    monkeypatch.setattr(train.ArgumentParser, "add_argument", functools.wraps(original)(patch))
     during = violations_of(reference.compare(train, DURING_TRAINING))
     assert found(during, "generic-object-rebound", "ArgumentParser", "add_argument", "during training", "train.py")
 
@@ -659,8 +665,10 @@ if __name__ == "__main__":
 '''
 
 
-def hooked_run(folder: Path, train: str, rank: str | None = "0"):
-    """`python train.py` in `folder` under the runtime check's census hook, with the plan of HOOKED_TEMPLATE."""
+def hooked_run(folder: Path, train: str, rank: str | None = "0", template: str = HOOKED_TEMPLATE,
+               library: Path | None = None):
+    """`python train.py` in `folder` under the runtime check's census hook, with the plan of `template`, and
+    `library` (a folder of packages) on its path."""
     import os
     import subprocess
     import sys
@@ -668,9 +676,12 @@ def hooked_run(folder: Path, train: str, rank: str | None = "0"):
     from orchestrator.census import census_env
     from orchestrator.rules.dynamic import probe_plan
 
-    (folder / "grpo_template.py").write_text(HOOKED_TEMPLATE)
+    folder.mkdir(exist_ok=True)
+    (folder / "grpo_template.py").write_text(template)
     (folder / "train.py").write_text(train)
     env = {**os.environ, **census_env(folder / "census", training_plan=probe_plan(folder))}
+    if library is not None:
+        env["PYTHONPATH"] += os.pathsep + str(library)
     env.pop("RANK", None)
     if rank is not None:
         env["RANK"] = rank
@@ -708,3 +719,37 @@ def test_a_train_py_that_raises_before_its_generic_code_is_bound_is_a_note_not_a
     assert findings.violations == [] and findings.notes == [
         "train.py raised before it bound every GENERIC name: its traceback is the evidence, its GENERIC code was "
         "not compared"]
+
+
+LIBRARY_UNDER_TEMPLATE = HOOKED_TEMPLATE.replace("import math", "import fakelib").replace(
+    "def halves(n: int) -> int:\n    return math.ceil(n / 2)", "def doubled(n: int) -> int:\n    return fakelib.outer(n)").replace(
+    "print(halves(5))", "print(doubled(1))")
+FAKE_LIBRARY = '''def inner(value):
+    return value + 1
+
+
+def outer(value):
+    return inner(value) * 2
+
+
+class Clipper:
+    def clip(self, value):
+        return min(value, 1)
+'''
+
+
+def test_library_code_the_generic_code_runs_on_without_naming_it_is_judged_too(tmp_path: Path):
+    """The GENERIC code calls fakelib.outer, which calls fakelib.inner: a CUSTOMIZE patch of inner (and of a class
+    of that package) while training runs is found in the package's modules, code of train.py where the library's
+    was."""
+    from orchestrator.census import read_training_check
+
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "fakelib.py").write_text(FAKE_LIBRARY)
+    train = LIBRARY_UNDER_TEMPLATE.replace("    raise NotImplementedError", "    if step == 0:\n        fakelib.inner = "
+                                           "lambda value: 0\n        fakelib.Clipper.clip = lambda self, value: value")
+    run = hooked_run(tmp_path / "code", train, template=LIBRARY_UNDER_TEMPLATE, library=tmp_path / "site")
+    assert run.returncode == 0 and run.stdout == "0\n" and run.stderr == "", run.stderr
+    violations = violations_of(read_training_check(tmp_path / "code" / "census").violations)
+    assert found(violations, "generic-object-rebound", "fakelib.inner, fakelib.Clipper.clip", "train.py, line")
+    assert found(violations, "generic-behaviour-changed", "doubled", "during training")

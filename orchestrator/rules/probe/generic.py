@@ -31,7 +31,7 @@ import os
 import sys
 import types
 import typing
-from typing import Any
+from typing import Any, Iterator
 
 from orchestrator.rules.probe.values import (at, call, canonical, differences, digest, same_object, short, show_path,
                                              unwrap, violation)
@@ -156,6 +156,9 @@ def inner(value: Any) -> list[Any]:
         return [value.func]
     if isinstance(value, property):
         return [f for f in (value.fget, value.fset, value.fdel) if f is not None]
+    if isinstance(value, types.FunctionType):  # functools.wraps keeps it in the function's __dict__
+        wrapped = value.__dict__.get("__wrapped__")
+        return [wrapped] if wrapped is not None and wrapped is not value else []
     try:
         wrapped = inspect.getattr_static(value, "__wrapped__", None)
     except Exception:  # an object that refuses to be looked at has no known inside
@@ -181,10 +184,18 @@ def code_file(value: Any) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def real_path(filename: str) -> str:
+    """A code file's real path; '' for code without a file (`<string>`: made by exec, as namedtuple's)."""
+    return "" if filename.startswith("<") else os.path.realpath(filename)
+
+
 def written_in(value: Any, folder: str) -> bool:
     """The code of `value`, or of what it wraps, is in a file of `folder` (train.py, helpers.py, ...)."""
+    if type(value) is types.FunctionType and getattr(value, "__wrapped__", None) is None:  # most of them: quickly
+        return real_path(value.__code__.co_filename).startswith(folder + os.sep)
     files = (code_file(layer) for layer in layers(value))
-    return any(f is not None and os.path.realpath(f).startswith(folder + os.sep) for f in files)
+    return any(f is not None and real_path(f).startswith(folder + os.sep) for f in files)
 
 
 def replaced_by_generated_code(now: Any, then: Any, folder: str, when: Moment) -> bool:
@@ -197,6 +208,36 @@ def replaced_by_generated_code(now: Any, then: Any, folder: str, when: Moment) -
     if written_in(now, folder):
         return True
     return then is not MISSING and not any(same_object(layer, then) for layer in layers(now))
+
+
+CODE = (types.FunctionType, types.MethodType, functools.partial, functools.partialmethod, staticmethod, classmethod,
+        property)
+
+
+def library_packages(template: types.ModuleType, names: list[str]) -> set[str]:
+    """The third-party packages (torch, accelerate, transformers) of what the GENERIC sections bind."""
+    found = set()
+    for name in names:
+        value = getattr(template, name, None)
+        module = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+        if isinstance(module, str):
+            found.add(module.partition(".")[0])
+    return found - set(sys.stdlib_module_names) - {template.__name__, "builtins", "__main__"}
+
+
+def package_members(packages: set[str], folder: str) -> Iterator[tuple[tuple[str, ...], dict[str, Any]]]:
+    """((module,) or (module, Class), its namespace) of every loaded module of `packages` outside `folder`, and
+    of every class such a module defines."""
+    for name, module in list(sys.modules.items()):
+        if name.partition(".")[0] not in packages or not isinstance(module, types.ModuleType):
+            continue
+        if os.path.realpath(getattr(module, "__file__", None) or "/").startswith(folder + os.sep):
+            continue
+        namespace = dict(vars(module))
+        yield (name,), namespace
+        for key, value in namespace.items():
+            if isinstance(value, type) and value.__module__ == name:
+                yield (name, key), dict(vars(value))
 
 
 def origin(value: Any) -> str:
@@ -243,6 +284,7 @@ class Reference:
                                 and not is_own(value, template.__name__)}  # `from accelerate import Accelerator`
         self.builtins = {n: getattr(builtins, n) for n in plan.get("read_names", [])
                          if n not in vars(template) and hasattr(builtins, n)}
+        self.packages = library_packages(template, self.names)
         self.outputs: dict[str, tuple[int, Any, Any]] = {}
         for name in self.names:
             function = getattr(template, name, None)
@@ -258,8 +300,30 @@ class Reference:
                     self.outputs[name] = (variant, canonical(result), canonical(args))
                     break
 
-    def compare(self, train: types.ModuleType, when: Moment = AFTER_IMPORT) -> list[dict]:
-        return self.compare_names(train, when) + self.compare_library(train, when) + self.compare_calls(train, when)
+    def compare(self, train: types.ModuleType, when: Moment = AFTER_IMPORT, folder: str | None = None) -> list[dict]:
+        """`folder`: where the generated files are (default: train.py's; a finished script has no __file__)."""
+        folder = folder or os.path.dirname(os.path.realpath(train.__file__))
+        problems = self.compare_names(train, when) + self.compare_library(train, folder, when)
+        problems += self.compare_calls(train, when)
+        return problems + (self.compare_packages(train, folder) if when.libraries_ran else [])
+
+    def compare_packages(self, train: types.ModuleType, folder: str) -> list[dict]:
+        """The library code the GENERIC code runs on without naming it (accelerate's clip_grad_norm_ calls
+        torch's): every module of the third-party packages the GENERIC code imports, and every class defined
+        there, is searched for a function the generated code wrote; what compare_library judges is left to it."""
+        judged = {id(walk(getattr(train, chain.split(".")[0], MISSING), chain.split(".")[1:])) for chain in self.library}
+        judged |= {id(inspect.getattr_static(cls, k, MISSING)) for cls, members in self.library_classes.values()
+                   for k in members}
+        found = [(".".join((*where, key)), value) for where, namespace in package_members(self.packages, folder)
+                 for key, value in namespace.items()
+                 if isinstance(value, CODE) and written_in(value, folder) and id(value) not in judged]
+        if not found:
+            return []
+        (first, value), labels = found[0], ", ".join(label for label, _ in found[:5])
+        return [violation("generic-object-rebound", "train.py",
+                          f"{labels}, library code the GENERIC code runs on, became code of the generated files "
+                          f"during training ({first} is now {origin(value)}): CUSTOMIZE code patched "
+                          f"{first.partition('.')[0]} under the GENERIC code; leave libraries as they are")]
 
     def compare_names(self, train: types.ModuleType, when: Moment = AFTER_IMPORT) -> list[dict]:
         problems = []
@@ -301,9 +365,8 @@ class Reference:
         except Exception:  # an object that cannot be compared: identity was the test
             return f"is {short(got)} instead of {short(want)}"
 
-    def compare_library(self, train: types.ModuleType, when: Moment = AFTER_IMPORT) -> list[dict]:
+    def compare_library(self, train: types.ModuleType, folder: str, when: Moment = AFTER_IMPORT) -> list[dict]:
         problems = []
-        folder = os.path.dirname(os.path.realpath(getattr(train, "__file__", None) or "."))
         for chain, (then, members_then) in self.library.items():
             root, *parts = chain.split(".")
             now = walk(getattr(train, root, MISSING), parts)

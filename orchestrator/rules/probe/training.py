@@ -229,6 +229,7 @@ def library_classes(reference: Reference, plan: dict[str, Any]) -> dict[type, fr
 class TrainingCheck:
     reference: Reference
     watch: InstanceWatch
+    folder: str  # the training's folder: train.py and the other generated files
     findings: str
     seconds: dict[str, float]  # CPU seconds of each part: the template's import, the reference, the comparison
 
@@ -245,7 +246,7 @@ class TrainingCheck:
             started = time.process_time()
             with quiet():
                 self.watch.sweep()
-                problems = self.reference.compare(train, DURING_TRAINING) + self.watch.violations()
+                problems = self.reference.compare(train, DURING_TRAINING, self.folder) + self.watch.violations()
             note = f"the instance watch stopped: {self.watch.error}" if self.watch.error else ""
             seconds = {**self.seconds, "watch": self.watch.seconds, "comparison": time.process_time() - started}
             checked = {"functions": len(self.reference.outputs), "classes": len(self.watch.shadowable),
@@ -274,7 +275,7 @@ def start(plan_path: str, findings: str) -> None:
                               library_classes(reference, plan), folder)
         watch.install()
         seconds = {"template import": imported - started, "reference": time.process_time() - imported}
-        atexit.register(TrainingCheck(reference, watch, findings, seconds).finish)
+        atexit.register(TrainingCheck(reference, watch, folder, findings, seconds).finish)
     except BaseException as exc:  # the training goes on, unjudged
         write(findings, [], f"the template's reference could not be taken: {describe(exc)}")
 
