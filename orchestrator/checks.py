@@ -289,10 +289,11 @@ def judge_short_run(run: ShortRun, spec: RuntimeCheckSpec, log_format: LogFormat
 
 
 def with_training_findings(result: CheckResult, findings: TrainingFindings | None, exited: bool = True) -> CheckResult:
-    """The violations the check inside the training found fail a run that `exited` cleanly as the rules' own
-    failures, with the run's own failure after them if it had one (a patch can show as a non-finite loss);
-    a run that crashed keeps its failure (its traceback, or the machine's fault), with the violations after
-    it. What the check could not do is a note in the summary of a run that passed, never a failure."""
+    """The violations the check inside the training found fail a run that `exited` cleanly (or passed all the
+    same: a rank lost at exit after train.logs said done) as the rules' own failures, with the run's own failure
+    after them if it had one (a patch can show as a non-finite loss); a run that crashed keeps its failure (its
+    traceback, or the machine's fault), with the violations after it. What the check could not do is a note in
+    the summary of a run that passed, never a failure."""
     if findings is None:
         return result
     if not findings.violations:
@@ -301,7 +302,7 @@ def with_training_findings(result: CheckResult, findings: TrainingFindings | Non
         return result
     violations = [Violation(v["rule"], v["file"], None, v["message"]) for v in findings.violations]
     found = "\n".join(str(v) for v in violations)
-    if not exited:
+    if not exited and not result.passed:
         return replace(result, evidence=f"{tail(result.evidence, EVIDENCE_CHARS // 2)}\n\nDuring the training run, "
                                         f"also:\n{tail(found, EVIDENCE_CHARS // 2)}")
     evidence = found if result.passed else (f"{tail(found, EVIDENCE_CHARS // 2)}\n\nThe run itself: {result.summary}"

@@ -420,7 +420,8 @@ for obj in gc.get_objects():
     if type(obj).__name__ == {cls!r}:
         obj.{member} = functools.partial(type(obj).{member}, obj)
     elif type(obj) is accelerate.Accelerator:
-        obj.backward = lambda loss, _self=obj, **kwargs: accelerate.Accelerator.backward(_self, loss, **kwargs)""")(folder)
+        obj.backward = lambda loss, _self=obj, **kwargs: \\
+            accelerate.Accelerator.backward(_self, loss, **kwargs)""")(folder)
     return [("generic-object-rebound", ("torch.clamp", "during training")),
             ("generic-behaviour-changed", ("grpo_token_loss", "during training")),
             ("generic-object-rebound", ("Accelerator", "clip_grad_norm_", "during training")),
@@ -635,6 +636,7 @@ def test_the_runtime_check_reads_the_findings_of_the_training_as_the_rules_failu
     kept = with_training_findings(crashed, findings, exited=False)
     assert kept.kind == "runtime_error" and kept.summary == crashed.summary
     assert kept.evidence.index("Traceback") < kept.evidence.index("During the training run, also:\ngeneric-object")
+    assert not with_training_findings(passed, findings, exited=False).passed  # a rank lost at exit after done
     noted = with_training_findings(passed, replace(findings, violations=[]))
     assert noted.passed and noted.summary.endswith("; the check during training: the watch stopped")
     assert read_training_check(tmp_path / "none") is None
@@ -722,8 +724,8 @@ def test_a_train_py_that_raises_before_its_generic_code_is_bound_is_a_note_not_a
 
 
 LIBRARY_UNDER_TEMPLATE = HOOKED_TEMPLATE.replace("import math", "import fakelib").replace(
-    "def halves(n: int) -> int:\n    return math.ceil(n / 2)", "def doubled(n: int) -> int:\n    return fakelib.outer(n)").replace(
-    "print(halves(5))", "print(doubled(1))")
+    "def halves(n: int) -> int:\n    return math.ceil(n / 2)",
+    "def doubled(n: int) -> int:\n    return fakelib.outer(n)").replace("print(halves(5))", "print(doubled(1))")
 FAKE_LIBRARY = '''def inner(value):
     return value + 1
 
@@ -746,8 +748,9 @@ def test_library_code_the_generic_code_runs_on_without_naming_it_is_judged_too(t
 
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "fakelib.py").write_text(FAKE_LIBRARY)
-    train = LIBRARY_UNDER_TEMPLATE.replace("    raise NotImplementedError", "    if step == 0:\n        fakelib.inner = "
-                                           "lambda value: 0\n        fakelib.Clipper.clip = lambda self, value: value")
+    train = LIBRARY_UNDER_TEMPLATE.replace("    raise NotImplementedError", (
+        "    if step == 0:\n        fakelib.inner = lambda value: 0\n"
+        "        fakelib.Clipper.clip = lambda self, value: value"))
     run = hooked_run(tmp_path / "code", train, template=LIBRARY_UNDER_TEMPLATE, library=tmp_path / "site")
     assert run.returncode == 0 and run.stdout == "0\n" and run.stderr == "", run.stderr
     violations = violations_of(read_training_check(tmp_path / "code" / "census").violations)

@@ -9,7 +9,9 @@ byte-identical text must also run as the template's does).
   attribute the GENERIC code reads (`torch.clamp`, `math.ceil`, ...) is still the object it was before
   train.py was imported, every library class it names (`torch.optim.AdamW`, or `Accelerator` imported by
   name) keeps its members, also those it inherits under a name the GENERIC code reads by attribute
-  (`accelerator.clip_grad_norm_`, `optimizer.zero_grad`), and no builtin it reads is shadowed or replaced.
+  (`accelerator.clip_grad_norm_`, `optimizer.zero_grad`), and no builtin it reads is shadowed or replaced; at
+  the end of a training, also no function of the third-party packages it imports (torch's clip_grad_norm_,
+  which accelerate's calls) is code of the generated files.
 - generic-behaviour-changed: every GENERIC function whose arguments can be made from its annotations
   (tensors, numbers, strings, lists and dicts of them, the template's own dataclasses; never a model, a
   config or a file) returns the same values and leaves its arguments the same in train.py as in the
@@ -156,8 +158,8 @@ def inner(value: Any) -> list[Any]:
         return [value.func]
     if isinstance(value, property):
         return [f for f in (value.fget, value.fset, value.fdel) if f is not None]
-    if isinstance(value, types.FunctionType):  # functools.wraps keeps it in the function's __dict__
-        wrapped = value.__dict__.get("__wrapped__")
+    if isinstance(value, types.FunctionType):  # functools.wraps sets it on the function
+        wrapped = getattr(value, "__wrapped__", None)
         return [wrapped] if wrapped is not None and wrapped is not value else []
     try:
         wrapped = inspect.getattr_static(value, "__wrapped__", None)
@@ -302,7 +304,7 @@ class Reference:
 
     def compare(self, train: types.ModuleType, when: Moment = AFTER_IMPORT, folder: str | None = None) -> list[dict]:
         """`folder`: where the generated files are (default: train.py's; a finished script has no __file__)."""
-        folder = folder or os.path.dirname(os.path.realpath(train.__file__))
+        folder = folder or os.path.dirname(os.path.realpath(getattr(train, "__file__", None) or "."))
         problems = self.compare_names(train, when) + self.compare_library(train, folder, when)
         problems += self.compare_calls(train, when)
         return problems + (self.compare_packages(train, folder) if when.libraries_ran else [])
@@ -311,7 +313,8 @@ class Reference:
         """The library code the GENERIC code runs on without naming it (accelerate's clip_grad_norm_ calls
         torch's): every module of the third-party packages the GENERIC code imports, and every class defined
         there, is searched for a function the generated code wrote; what compare_library judges is left to it."""
-        judged = {id(walk(getattr(train, chain.split(".")[0], MISSING), chain.split(".")[1:])) for chain in self.library}
+        judged = {id(walk(getattr(train, root, MISSING), parts))
+                  for root, *parts in (chain.split(".") for chain in self.library)}
         judged |= {id(inspect.getattr_static(cls, k, MISSING)) for cls, members in self.library_classes.values()
                    for k in members}
         found = [(".".join((*where, key)), value) for where, namespace in package_members(self.packages, folder)

@@ -5,9 +5,10 @@ call of a function only the training loop calls) is caught where it acts.
 The runtime check's `sitecustomize` (orchestrator/census.py) calls `start` in the training process of rank 0
 before train.py's code runs: the researcher's template is imported apart and its `Reference` taken
 (generic.py: GENERIC bindings, the library objects and classes the GENERIC code reaches, its functions'
-outputs on fixed inputs), and an `InstanceWatch` notes the instances of the template's GENERIC classes as
-they are made. At exit, after train.py's main returned (or raised), `finish` compares train.py (the
-`__main__` module) with the reference, looks for instance attributes that shadow a member of a GENERIC class,
+outputs on fixed inputs), and an `InstanceWatch` notes the instances of the template's GENERIC classes, and of
+the library classes its GENERIC code names, as they are made. At exit, after train.py's main returned (or
+raised), `finish` compares train.py (the `__main__` module) with the reference (and searches the libraries the
+GENERIC code imports for functions of the generated files), reports instance attributes that shadowed a method,
 and appends what it found, as violations of the same rules, to the findings file the runtime check reads.
 
 It never breaks the run: it prints nothing and silences warnings while it calls functions, leaves the random
