@@ -102,7 +102,7 @@ class TrainingFindings:
 
     violations: list[dict]
     notes: list[str]
-    checked: dict[str, int]  # what was compared: GENERIC functions on fixed inputs, classes and instances watched
+    checked: dict  # what was compared (GENERIC functions on fixed inputs, classes and instances watched), and its CPU s
 
 
 def read_training_check(folder: Path) -> TrainingFindings | None:

@@ -287,7 +287,7 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:300]}{at}"
 
 
-def write(path: str, problems: list[dict], note: str, checked: dict[str, int] | None = None) -> None:
+def write(path: str, problems: list[dict], note: str, checked: dict[str, Any] | None = None) -> None:
     """One process's findings, a JSON line: its violations, a note on what it could not do, what it compared."""
     record = {"pid": os.getpid(), "rank": os.environ.get("RANK"), "violations": problems, "note": note,
               "checked": checked or {}}
