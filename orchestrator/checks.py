@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from orchestrator.census import Census, census_env, read_census
+from orchestrator.census import Census, TrainingFindings, census_env, read_census, read_training_check
 from orchestrator.config_file import accepted_values, load_config_class
 from orchestrator.execution import (ExecutionResult, execute, exit_after_done, last_traceback, launcher_failures,
                                     own_tracebacks, rank_errors, strip_progress_bars, tail)
@@ -29,7 +29,7 @@ from orchestrator.faults import CODE, ENVIRONMENT, Cause, cause_of
 from orchestrator.logformat import LogFormat, read_log, sample_problems
 from orchestrator.roles import ConfigRoles, deliver, parses_command_line
 from orchestrator.rules import GENERATED_FILES, Violation, check_folder, errors
-from orchestrator.rules.dynamic import probe_folder
+from orchestrator.rules.dynamic import probe_folder, probe_plan
 from orchestrator.rules.recorded_launch import check_recorded_launch, probe_args
 
 EVIDENCE_CHARS = 6000
@@ -277,8 +277,8 @@ def _folders(folder: Path) -> list[Path]:
 
 @dataclass(frozen=True)
 class ShortRun:
-    """What a short run left: how it ended, its folder and log, the values it could not set, and which
-    training processes really started."""
+    """What a short run left: how it ended, its folder and log, the values it could not set, which training
+    processes really started, and what the check inside the training found."""
 
     result: ExecutionResult
     code: Path
@@ -286,12 +286,16 @@ class ShortRun:
     refused: list[str]
     census: Census | None
     expected_processes: int
+    training: TrainingFindings | None = None
 
 
-def short_run(folder: Path, spec: RuntimeCheckSpec, roles: ConfigRoles, work_dir: Path, gpus: int = 0) -> ShortRun:
+def short_run(folder: Path, spec: RuntimeCheckSpec, roles: ConfigRoles, work_dir: Path, gpus: int = 0,
+              source_of_truth: Path | None = None) -> ShortRun:
     """`bash launch_training.sh` shrunk to a few episodes, on a copy of the generated folder (so config
     values written for the check and its outputs never touch the workspace), asked for one process per
-    GPU, or `spec.cpu_processes` gloo processes without one."""
+    GPU, or `spec.cpu_processes` gloo processes without one. The training process of rank 0 compares
+    train.py's GENERIC code with the researcher's template in `source_of_truth` (default: the folder's
+    copy) at its end (rules/probe/training.py)."""
     if work_dir.exists():
         shutil.rmtree(work_dir)
     code, log_dir = work_dir / "code", work_dir / "logs"
@@ -301,14 +305,46 @@ def short_run(folder: Path, spec: RuntimeCheckSpec, roles: ConfigRoles, work_dir
     args = deliver(roles, values, code / "grpo_config.py")
     result = execute(["bash", "launch_training.sh", *args], code, timeout_s=spec.timeout_s,
                      env={"PYTHON": sys.executable, "CPU_PROCESSES": str(spec.cpu_processes),
-                          "MAIN_PORT": str(free_port()), **census_env(work_dir / "census")})
-    return ShortRun(result, code, find_log(work_dir), refused,
-                    read_census(work_dir / "census"), gpus or spec.cpu_processes)
+                          "MAIN_PORT": str(free_port()),
+                          **census_env(work_dir / "census", training_plan=probe_plan(folder, source_of_truth))})
+    return ShortRun(result, code, find_log(work_dir), refused, read_census(work_dir / "census"),
+                    gpus or spec.cpu_processes, read_training_check(work_dir / "census"))
 
 
 def judge_short_run(run: ShortRun, spec: RuntimeCheckSpec, log_format: LogFormat | None = None) -> CheckResult:
     """It must exit cleanly (or only lose a rank to a signal after train.logs said done), log updates with
-    finite numbers (read in `log_format`) and have run the processes it was asked for."""
+    finite numbers (read in `log_format`), have run the processes it was asked for, and leave the GENERIC
+    code as the template's to its end (`with_training_findings`)."""
+    return with_training_findings(judge_run(run, spec, log_format), run.training, exited=run.result.ok)
+
+
+def with_training_findings(result: CheckResult, findings: TrainingFindings | None, exited: bool = True) -> CheckResult:
+    """The violations the check inside the training found fail a run that `exited` cleanly (or passed all the
+    same: a rank lost at exit after train.logs said done) as the rules' own failures, with the run's own failure
+    after them if it had one (a patch can show as a non-finite loss); a run that crashed keeps its failure (its
+    traceback, or the machine's fault), with the violations after it. What the check could not do is a note in
+    the summary of a run that passed, never a failure."""
+    if findings is None:
+        return result
+    if not findings.violations:
+        if findings.notes and result.passed:
+            return replace(result, summary=f"{result.summary}; the check during training: {'; '.join(findings.notes)}")
+        return result
+    violations = [Violation(v["rule"], v["file"], None, v["message"]) for v in findings.violations]
+    found = "\n".join(str(v) for v in violations)
+    if not exited and not result.passed:
+        return replace(result, evidence=f"{tail(result.evidence, EVIDENCE_CHARS // 2)}\n\nDuring the training run, "
+                                        f"also:\n{tail(found, EVIDENCE_CHARS // 2)}")
+    evidence = found if result.passed else (f"{tail(found, EVIDENCE_CHARS // 2)}\n\nThe run itself: {result.summary}"
+                                            f"\n{tail(result.evidence, EVIDENCE_CHARS // 3)}")
+    files = list(dict.fromkeys([*(v.file for v in violations if v.file in EDITABLE_FILES), "train.py", *result.files]))
+    return CheckResult("runtime_check", False, "contract",
+                       f"{len(violations)} rule violation(s) during the training run; first: {violations[0]}",
+                       tail(evidence, EVIDENCE_CHARS), files, result.seconds, found)
+
+
+def judge_run(run: ShortRun, spec: RuntimeCheckSpec, log_format: LogFormat | None = None) -> CheckResult:
+    """The run alone: its exit, its log and its processes."""
     if not run.result.ok:
         done = any(r.kind == "done" for r in read_log(run.log_path, log_format))
         after_done = exit_after_done(strip_progress_bars(run.result.stderr), done)
@@ -337,9 +373,10 @@ def judge_short_run(run: ShortRun, spec: RuntimeCheckSpec, log_format: LogFormat
 
 
 def run_runtime_check(folder: Path, spec: RuntimeCheckSpec, roles: ConfigRoles, work_dir: Path,
-                      log_format: LogFormat | None = None, gpus: int = 0) -> CheckResult:
+                      log_format: LogFormat | None = None, gpus: int = 0,
+                      source_of_truth: Path | None = None) -> CheckResult:
     """A short run (`short_run`), judged (`judge_short_run`)."""
-    return judge_short_run(short_run(folder, spec, roles, work_dir, gpus), spec, log_format)
+    return judge_short_run(short_run(folder, spec, roles, work_dir, gpus, source_of_truth), spec, log_format)
 
 
 def free_port() -> int:

@@ -16,6 +16,7 @@ import pytest
 from browser import render
 from conftest import SOURCE_OF_TRUTH, reference_replies, write_transcript
 
+from orchestrator.census import read_training_check
 from orchestrator.checks import RuntimeCheckSpec
 from orchestrator.demo import example, formal_proposal, recorded_roles
 from orchestrator.formal import FormalSpec
@@ -154,6 +155,10 @@ def test_the_offline_demo_runs_the_whole_pipeline(demos: Demos, name: str):
     # learning you can see: state.json, a valid PNG per metric, the report's links to them, status's metric line
     state = json.loads((run_dir / "state.json").read_text())
     assert state["status"] == "done" and state["next"] == []
+    # the runtime check's training (two processes) was judged from inside: compared at its end, nothing found
+    judged = read_training_check(run_dir / "runtime_check" / "census")
+    assert judged is not None and judged.violations == [] and judged.notes == [], judged
+    assert judged.checked["functions"] >= 3 and judged.checked["instances"] >= 1, judged
     assert [a["node"] for a in state["attempts"] if a.get("sha")][-2:] == ["formal_train", "review"]
     assert sum(row["tokens"] for row in state["ledger"].values()) > 0
     metrics = state["latest_metrics"]

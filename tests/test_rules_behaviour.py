@@ -800,3 +800,373 @@ def test_the_researchers_generic_code_is_not_judged_and_runtime_facts_are_fine(e
     imported from elsewhere is not the builtin."""
     text = MARKED.format(extra=extra)
     assert [(v.rule, v.line) for v in check_inputs("train.py", ast.parse(text), text)] == found
+
+
+# ---------------------------------------------------------------- the training run judged from inside
+
+# CUSTOMIZE code that only the training loop runs (the import check's probe never calls it), and a GENERIC class
+# whose instance the training keeps, with a method the GENERIC code calls on it
+TRAINING_ONLY = {"cleanup": "shape_reward", "staghunt": "start"}  # staghunt: RunLogger.start, on rank 0
+SHADOWED = {"cleanup": ("Trainer", "optimisation_plan"), "staghunt": ("HunterPrompts", "prompt_ids")}
+
+
+def on_first_training_call(code: Callable[[Path], str]) -> Callable[[Path], None]:
+    """`code` run once, on the first call of the example's training-only CUSTOMIZE function."""
+    def once(folder: Path) -> str:
+        body = "\n".join("    " + line for line in code(folder).split("\n"))
+        return f"if not globals().get('_patched_in_training'):\n    globals()['_patched_in_training'] = True\n{body}"
+    return lambda folder: at_top_of(TRAINING_ONLY[folder.name], once)(folder)
+
+
+def training_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """While training runs: torch.clamp made a no-op, Accelerator.clip_grad_norm_ patched so gradients are never
+    clipped (and torch's clip_grad_norm_, which the GENERIC code never names), an instance attribute that shadows
+    a method of a GENERIC class, and one that shadows the method of the accelerator the GENERIC code calls (both
+    calling that same method)."""
+    cls, member = SHADOWED[folder.name]
+    on_first_training_call(lambda f: f"""import functools, gc, torch, accelerate
+torch.clamp = lambda value, *args, **kwargs: value
+accelerate.Accelerator.clip_grad_norm_ = lambda self, parameters, max_norm, norm_type=2: \\
+    torch.nn.utils.clip_grad_norm_(parameters, float("inf"), norm_type)
+torch.nn.utils.clip_grad_norm_ = lambda parameters, max_norm, *args, **kwargs: \\
+    torch.nn.utils.clip_grad.clip_grad_norm_(parameters, float("inf"), *args, **kwargs)
+for obj in gc.get_objects():
+    if type(obj).__name__ == {cls!r}:
+        obj.{member} = functools.partial(type(obj).{member}, obj)
+    elif type(obj) is accelerate.Accelerator:
+        obj.backward = lambda loss, _self=obj, **kwargs: \\
+            accelerate.Accelerator.backward(_self, loss, **kwargs)""")(folder)
+    return [("generic-object-rebound", ("torch.clamp", "during training")),
+            ("generic-behaviour-changed", ("grpo_token_loss", "during training")),
+            ("generic-object-rebound", ("Accelerator", "clip_grad_norm_", "during training")),
+            ("generic-object-rebound", ("torch.nn.utils.clip_grad_norm_", "library code", "during training")),
+            ("generic-object-rebound", ("instance of the GENERIC class", cls, member, "during training")),
+            ("generic-object-rebound", ("instance of Accelerator", "backward", "during training"))]
+
+
+def example_roles(name: str, source: Path):
+    from orchestrator.config_file import field_kinds, load_config_class
+    from orchestrator.roles import validate_roles
+
+    kinds = field_kinds(load_config_class(source / "grpo_config.py"))
+    return validate_roles(recorded_roles(example(name)), kinds, cli_possible=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(TRAINING_ONLY))
+def test_patches_made_only_while_training_are_flagged_inside_the_training_run(tmp_path: Path, name: str,
+                                                                              tiny_model_dir: Path) -> None:
+    """The import check's probe never runs the patching code, so it passes; the runtime check's training
+    process compares at its end and fails with each patch's rule, said to have happened during training.
+    One process: with two, a rank stopped by the launcher while the other raises could not compare."""
+    from orchestrator.checks import RuntimeCheckSpec, judge_short_run, short_run
+
+    folder, source = example_generated(tmp_path, name)
+    expected = training_group(folder)
+    assert run_import_check(folder, source_of_truth=source).passed
+    spec = RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=4, group=2, turns=2, token_cap=8,
+                            cpu_processes=1)
+    run = short_run(folder, spec, example_roles(name, source), tmp_path / "check", source_of_truth=source)
+    result = judge_short_run(run, spec)
+    assert run.training is not None and not run.training.notes, run.result.stderr[-3000:]
+    violations = violations_of(run.training.violations)
+    assert not missing_findings(violations, expected), "\n".join(map(str, violations))
+    assert not result.passed and all(str(v) in result.evidence for v in violations)
+    # unclamped and unclipped, the weights blow up: a NaN loss logged (Cleanup; the findings are the failure) or a
+    # NaN met while sampling (Stag Hunt; its traceback is, the findings follow it)
+    if run.result.ok:
+        assert result.kind == "contract" and "during the training run" in result.summary
+    else:
+        assert result.kind == "runtime_error" and "During the training run, also" in result.evidence
+
+
+WRITTEN_AT_RUN_TIME = '''# === GENERIC — DO NOT MODIFY ===
+LIMIT = 3
+CACHE = {}
+SEEN = []
+STEP = 0
+
+
+def remember(key: str) -> int:
+    global STEP
+    STEP += 1
+    CACHE[key] = STEP
+    SEEN.append(key)
+    return LIMIT
+
+
+class Engine:
+    def step(self, key: str) -> int:
+        self.calls.append(key)
+        self.last = key
+        return LIMIT
+'''
+
+
+def test_the_names_the_template_s_own_functions_change_are_known():
+    """Their values at the end of a training are the training's, so that comparison leaves them out; so are the
+    attributes they set or fill (an instance may hold its own)."""
+    from orchestrator.rules.dynamic import template_facts
+
+    facts = template_facts(WRITTEN_AT_RUN_TIME)
+    assert facts["run_time_written"] == ["CACHE", "SEEN", "STEP"]
+    assert facts["attribute_stores"] == ["calls", "last"]
+    assert "append" in facts["attributes"] and "LIMIT" in facts["generic_names"]
+
+
+LIBRARY_TEMPLATE = '''# === GENERIC — DO NOT MODIFY ===
+from argparse import ArgumentParser
+
+
+def parser() -> ArgumentParser:
+    made = ArgumentParser()
+    made.add_argument("--steps")
+    return made
+'''
+
+
+def test_a_library_class_method_reached_through_an_instance_is_compared(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch):
+    """ArgumentParser is imported by name and add_argument is inherited: wrapped by code of the training's
+    folder it is flagged, right after the import and during training; a library wrapping its own function
+    (as torch._dynamo wraps torch.manual_seed) counts only right after the import."""
+    import argparse
+    import functools
+
+    from orchestrator.rules.dynamic import template_facts
+    from orchestrator.rules.probe.game import import_apart
+    from orchestrator.rules.probe.generic import AFTER_IMPORT, DURING_TRAINING, Reference
+
+    (tmp_path / "grpo_template.py").write_text(LIBRARY_TEMPLATE)
+    (tmp_path / "train.py").write_text(LIBRARY_TEMPLATE)
+    reference = Reference(import_apart(str(tmp_path / "grpo_template.py"), "_library_template"),
+                          template_facts(LIBRARY_TEMPLATE))
+    train = import_apart(str(tmp_path / "train.py"), "_library_train")
+    assert reference.compare(train, DURING_TRAINING) == []
+    original = argparse._ActionsContainer.add_argument
+    monkeypatch.setattr(argparse._ActionsContainer, "add_argument", functools.wraps(original)(
+        lambda *args, **kwargs: original(*args, **kwargs)))  # the "library's own" wrapper: written here, not there
+    assert reference.compare(train, DURING_TRAINING) == []
+    assert found(violations_of(reference.compare(train, AFTER_IMPORT)), "generic-object-rebound", "add_argument")
+    # the generated code's own wrapper still calls the original: written in the training's folder, it counts
+    patch = eval(compile("lambda *args, **kwargs: original(*args, **kwargs)", str(tmp_path / "train.py"), "eval"),
+                 {"original": original})
+    monkeypatch.setattr(train.ArgumentParser, "add_argument", functools.wraps(original)(patch))
+    during = violations_of(reference.compare(train, DURING_TRAINING))
+    assert found(during, "generic-object-rebound", "ArgumentParser", "add_argument", "during training", "train.py")
+
+
+def violations_of(problems: list[dict]):
+    from orchestrator.rules import Violation
+
+    return [Violation(p["rule"], p["file"], None, p["message"]) for p in problems]
+
+
+SHADOWING = '''
+import dataclasses
+import functools
+
+
+@dataclasses.dataclass
+class Engine:
+    steps: int = 0
+
+    def generate(self):
+        return 1
+
+    def forward(self):
+        return 2
+
+    def format(self):
+        return 3
+
+    @functools.cached_property
+    def vocabulary(self):
+        return 4
+'''
+
+
+def test_the_instance_watch_flags_only_an_attribute_that_shadows_a_generic_member(tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch):
+    """Of a GENERIC class, not a dataclass field, a member the GENERIC code sets itself (`forward`), a CUSTOMIZE
+    member (`format`) or a cached property; of a library class the GENERIC code names, only a method replaced
+    by code of the training's folder (the library's own wrapper of it is no finding). Instances made after the
+    watch started, seen at the next garbage collection."""
+    import argparse
+    import functools
+    import gc
+    import sys
+    import types
+
+    from orchestrator.rules.probe.training import InstanceWatch
+
+    module = types.ModuleType("_watched_train")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    exec(SHADOWING, vars(module))
+    library = {argparse.ArgumentParser: frozenset({"add_argument", "format_help"})}
+    watch = InstanceWatch({"Engine": {"format"}}, allowed={"forward"}, library=library, folder=str(tmp_path),
+                          module=module.__name__)
+    watch.install()
+    try:
+        engine, parser = module.Engine(), argparse.ArgumentParser()
+        gc.collect()
+        engine.steps, engine.forward, engine.format = 5, lambda: 0, lambda: 0
+        assert engine.vocabulary == 4
+        parser.add_argument = functools.partial(argparse.ArgumentParser.add_argument, parser)
+        gc.collect()
+        assert watch.violations() == [] and watch.instances == 2
+        engine.generate = lambda: 0
+        parser.format_help = eval(compile("lambda: ''", str(tmp_path / "train.py"), "eval"))
+        gc.collect()
+    finally:
+        watch.uninstall()
+    messages = [v["message"] for v in watch.violations()]
+    assert [m.split(" had ")[0] for m in messages] == ["an instance of ArgumentParser",
+                                                       "an instance of the GENERIC class Engine"]
+    assert "ArgumentParser.format_help" in messages[0] and "Engine.generate" in messages[1] and not watch.error
+
+
+def test_the_runtime_check_reads_the_findings_of_the_training_as_the_rules_failures(tmp_path: Path):
+    import json
+    from dataclasses import replace
+
+    from orchestrator.census import FINDINGS_NAME, read_training_check
+    from orchestrator.checks import CheckResult, with_training_findings
+
+    rebound = {"rule": "generic-object-rebound", "file": "train.py", "message": "torch.clamp ... during training"}
+    lines = [{"violations": [rebound], "note": ""}, {"violations": [rebound], "note": "the watch stopped"}]
+    (tmp_path / FINDINGS_NAME).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    findings = read_training_check(tmp_path)
+    assert findings.violations == [rebound] and findings.notes == ["the watch stopped"]
+    passed = CheckResult("runtime_check", True, summary="2 updates with finite loss and grad norm")
+    failed = with_training_findings(passed, findings)
+    assert not failed.passed and failed.kind == "contract" and failed.files == ["train.py"]
+    assert failed.summary.startswith("1 rule violation(s) during the training run; first: generic-object-rebound")
+    non_finite = CheckResult("runtime_check", False, "non_finite", "update 1 logged a non-finite loss", "train.logs")
+    both = with_training_findings(non_finite, findings)
+    assert both.kind == "contract" and both.evidence.index("torch.clamp") < both.evidence.index("non-finite loss")
+    crashed = CheckResult("runtime_check", False, "runtime_error", "the short training run failed: RuntimeError",
+                          "Traceback ...")
+    kept = with_training_findings(crashed, findings, exited=False)
+    assert kept.kind == "runtime_error" and kept.summary == crashed.summary
+    assert kept.evidence.index("Traceback") < kept.evidence.index("During the training run, also:\ngeneric-object")
+    assert not with_training_findings(passed, findings, exited=False).passed  # a rank lost at exit after done
+    noted = with_training_findings(passed, replace(findings, violations=[]))
+    assert noted.passed and noted.summary.endswith("; the check during training: the watch stopped")
+    assert read_training_check(tmp_path / "none") is None
+
+
+HOOKED_TEMPLATE = '''# === GENERIC — DO NOT MODIFY ===
+import math
+
+
+def halves(n: int) -> int:
+    return math.ceil(n / 2)
+
+
+# === CUSTOMIZE ===
+def on_step(step: int) -> None:
+    raise NotImplementedError
+
+
+# === GENERIC — DO NOT MODIFY ===
+def main() -> None:
+    for step in range(3):
+        on_step(step)
+    print(halves(5))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def hooked_run(folder: Path, train: str, rank: str | None = "0", template: str = HOOKED_TEMPLATE,
+               library: Path | None = None):
+    """`python train.py` in `folder` under the runtime check's census hook, with the plan of `template`, and
+    `library` (a folder of packages) on its path."""
+    import os
+    import subprocess
+    import sys
+
+    from orchestrator.census import census_env
+    from orchestrator.rules.dynamic import probe_plan
+
+    folder.mkdir(exist_ok=True)
+    (folder / "grpo_template.py").write_text(template)
+    (folder / "train.py").write_text(train)
+    env = {**os.environ, **census_env(folder / "census", training_plan=probe_plan(folder))}
+    if library is not None:
+        env["PYTHONPATH"] += os.pathsep + str(library)
+    env.pop("RANK", None)
+    if rank is not None:
+        env["RANK"] = rank
+    return subprocess.run([sys.executable, "train.py"], cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("rank, judged", [("0", True), ("1", False), (None, True)])
+def test_the_census_hook_judges_the_training_of_rank_0_from_inside_and_prints_nothing(tmp_path: Path, rank, judged):
+    """A plain `python train.py` (no torch: a quick interpreter) whose CUSTOMIZE step replaces math.ceil on its
+    first call: the hook of the process of rank 0 (or of a process without RANK) takes the template's reference
+    first and finds the patch at exit; the run's own output is all that is printed."""
+    from orchestrator.census import read_training_check
+
+    run = hooked_run(tmp_path, HOOKED_TEMPLATE.replace(
+        "    raise NotImplementedError", "    if step == 0:\n        math.ceil = lambda value: 0"), rank)
+    assert run.returncode == 0 and run.stdout == "0\n" and run.stderr == "", run.stderr
+    findings = read_training_check(tmp_path / "census")
+    if not judged:
+        assert findings is None
+        return
+    assert findings.notes == [] and findings.checked["functions"] == 1, findings
+    violations = violations_of(findings.violations)
+    assert found(violations, "generic-object-rebound", "math.ceil", "during training", "train.py, line")
+    assert found(violations, "generic-behaviour-changed", "halves", "during training")
+
+
+def test_a_train_py_that_raises_before_its_generic_code_is_bound_is_a_note_not_a_finding(tmp_path: Path):
+    """Its traceback is the evidence: nothing is compared, and the hook says why."""
+    from orchestrator.census import read_training_check
+
+    run = hooked_run(tmp_path, HOOKED_TEMPLATE.replace("def halves(", "undefined_name\n\n\ndef halves("))
+    assert run.returncode == 1 and "NameError" in run.stderr
+    findings = read_training_check(tmp_path / "census")
+    assert findings.violations == [] and findings.notes == [
+        "train.py raised before it bound every GENERIC name: its traceback is the evidence, its GENERIC code was "
+        "not compared"]
+
+
+LIBRARY_UNDER_TEMPLATE = HOOKED_TEMPLATE.replace("import math", "import fakelib").replace(
+    "def halves(n: int) -> int:\n    return math.ceil(n / 2)",
+    "def doubled(n: int) -> int:\n    return fakelib.outer(n)").replace("print(halves(5))", "print(doubled(1))")
+FAKE_LIBRARY = '''def inner(value):
+    return value + 1
+
+
+def outer(value):
+    return inner(value) * 2
+
+
+class Clipper:
+    def clip(self, value):
+        return min(value, 1)
+'''
+
+
+def test_library_code_the_generic_code_runs_on_without_naming_it_is_judged_too(tmp_path: Path):
+    """The GENERIC code calls fakelib.outer, which calls fakelib.inner: a CUSTOMIZE patch of inner (and of a class
+    of that package) while training runs is found in the package's modules, code of train.py where the library's
+    was."""
+    from orchestrator.census import read_training_check
+
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "fakelib.py").write_text(FAKE_LIBRARY)
+    train = LIBRARY_UNDER_TEMPLATE.replace("    raise NotImplementedError", (
+        "    if step == 0:\n        fakelib.inner = lambda value: 0\n"
+        "        fakelib.Clipper.clip = lambda self, value: value"))
+    run = hooked_run(tmp_path / "code", train, template=LIBRARY_UNDER_TEMPLATE, library=tmp_path / "site")
+    assert run.returncode == 0 and run.stdout == "0\n" and run.stderr == "", run.stderr
+    violations = violations_of(read_training_check(tmp_path / "code" / "census").violations)
+    assert found(violations, "generic-object-rebound", "fakelib.inner, fakelib.Clipper.clip", "train.py, line")
+    assert found(violations, "generic-behaviour-changed", "doubled", "during training")

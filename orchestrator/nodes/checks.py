@@ -103,7 +103,7 @@ def runtime_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
     if note:
         ctx.log.record(Event(ctx.run_id, "runtime_check", "shrink", "a short run needs small values", note))
     gpus = len((state.get("probe") or {}).get("gpus") or [])
-    run = short_run(ctx.generated, spec, roles, ctx.run_dir / "runtime_check", gpus)
+    run = short_run(ctx.generated, spec, roles, ctx.run_dir / "runtime_check", gpus, ctx.source_of_truth)
     log_format = known_format(ctx)
     result = judge_short_run(run, spec, log_format)
     learned: dict = {}

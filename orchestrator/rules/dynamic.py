@@ -98,7 +98,8 @@ def dotted(node: ast.Attribute) -> list[str] | None:
 
 
 def template_facts(text: str) -> dict:
-    """What the template's GENERIC sections bind and read, and what its CUSTOMIZE sections bind."""
+    """What the template's GENERIC sections bind and read (names, library chains, attribute names read and
+    written), what its CUSTOMIZE sections bind, and which GENERIC names its own functions change at run time."""
     kinds = kinds_by_line(read_sections(text))
     tree = ast.parse(text)
     generic: list[str] = []
@@ -124,14 +125,51 @@ def template_facts(text: str) -> dict:
                 and isinstance(node, (ast.Import, ast.ImportFrom)) for n in bound(node)}
     chains: set[str] = set()
     reads: set[str] = set()
+    attributes: set[str] = set()
     for code in generic_code:
         for node in ast.walk(code):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 reads.add(node.id)
-            elif isinstance(node, ast.Attribute) and (parts := dotted(node)) and parts[0] in imported:
-                chains.update(".".join(parts[:k]) for k in range(2, len(parts) + 1))
+            elif isinstance(node, ast.Attribute):
+                attributes.add(node.attr)
+                if (parts := dotted(node)) and parts[0] in imported:
+                    chains.update(".".join(parts[:k]) for k in range(2, len(parts) + 1))
+    functions = [n for c in generic_code for n in ast.walk(c) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    names, written_attributes = run_time_writes(functions)
     return {"generic_names": generic, "customize_names": sorted(customize), "class_customize_members": members,
-            "chains": sorted(chains), "read_names": sorted(reads)}
+            "chains": sorted(chains), "read_names": sorted(reads), "attributes": sorted(attributes),
+            "attribute_stores": sorted(written_attributes), "run_time_written": sorted(names & set(generic))}
+
+
+MUTATORS = {"append", "extend", "insert", "update", "setdefault", "pop", "popitem", "clear", "add", "discard",
+            "remove", "sort", "reverse"}
+
+
+def run_time_writes(functions: list[ast.AST]) -> tuple[set[str], set[str]]:
+    """What the template's GENERIC functions themselves change while they run: names (declared `global`, or
+    written through: `NAME[k] = v`, `NAME.x = v`, `NAME.append(v)`) and attribute names (`obj.NAME = v`,
+    `obj.NAME[k] = v`, `obj.NAME.append(v)`). At the end of a training their values are the training's own,
+    not the template's, and an instance may hold its own NAME."""
+    names: set[str] = set()
+    attributes: set[str] = set()
+
+    def through(target: ast.AST) -> None:
+        if isinstance(target, ast.Name):
+            names.add(target.id)
+        elif isinstance(target, ast.Attribute):
+            attributes.add(target.attr)
+
+    for node in (n for f in functions for n in ast.walk(f)):
+        if isinstance(node, ast.Global):
+            names.update(node.names)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            attributes.add(node.attr)
+            through(node.value)
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            through(node.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+            through(node.func.value)
+    return names, attributes
 
 
 def customize_callables(text: str) -> list[str]:

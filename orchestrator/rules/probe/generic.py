@@ -7,23 +7,33 @@ byte-identical text must also run as the template's does).
   the template binds: the same module or library object, a function or class with the same code and
   members (members the template's CUSTOMIZE sections define aside), the same value; every library
   attribute the GENERIC code reads (`torch.clamp`, `math.ceil`, ...) is still the object it was before
-  train.py was imported, every library class it names keeps its members, and no builtin it reads is
-  shadowed or replaced.
+  train.py was imported, every library class it names (`torch.optim.AdamW`, or `Accelerator` imported by
+  name) keeps its members, also those it inherits under a name the GENERIC code reads by attribute
+  (`accelerator.clip_grad_norm_`, `optimizer.zero_grad`), and no builtin it reads is shadowed or replaced; at
+  the end of a training, also no function of the third-party packages it imports (torch's clip_grad_norm_,
+  which accelerate's calls) is code of the generated files.
 - generic-behaviour-changed: every GENERIC function whose arguments can be made from its annotations
   (tensors, numbers, strings, lists and dicts of them, the template's own dataclasses; never a model, a
   config or a file) returns the same values and leaves its arguments the same in train.py as in the
   template, on the same fixed inputs with the same seeds.
+
+The import check's probe compares once CUSTOMIZE code has run on a real game; the runtime check compares again
+at the end of its training run (`when=DURING_TRAINING`, training.py), where what the template's own functions
+change while they run (module names: `run_time_written`; class members: `attribute_stores`) is left out, and
+a library object counts as changed only when the generated code changed it (`replaced_by_generated_code`).
 """
 
 from __future__ import annotations
 
 import builtins
 import dataclasses
+import functools
 import inspect
+import os
 import sys
 import types
 import typing
-from typing import Any
+from typing import Any, Iterator
 
 from orchestrator.rules.probe.values import (at, call, canonical, differences, digest, same_object, short, show_path,
                                              unwrap, violation)
@@ -36,6 +46,19 @@ SKIPPED_MEMBERS = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakr
                    "__protocol_attrs__", "__non_callable_proto_members__"}
 DATA = (type(None), bool, int, float, str, bytes, tuple, list, dict, set, frozenset)
 MISSING = object()
+
+
+@dataclasses.dataclass(frozen=True)
+class Moment:
+    """When a comparison is made, as its messages say it."""
+
+    end: str  # when a changed binding is seen
+    change: str  # when the change happened
+    libraries_ran: bool = False  # the template's own code and its libraries have run: they change things too
+
+
+AFTER_IMPORT = Moment("by the time the training runs", "after train.py was imported")
+DURING_TRAINING = Moment("at the end of the training run", "during training", libraries_ran=True)
 
 
 class Unmade(Exception):
@@ -127,6 +150,118 @@ def members(cls: type, skipped: set[str]) -> dict[str, str]:
     return {k: digest(v) for k, v in vars(cls).items() if k not in SKIPPED_MEMBERS and k not in skipped}
 
 
+def inner(value: Any) -> list[Any]:
+    """What a value runs on: a decorator's `__wrapped__`, a partial's or a method's function, a property's."""
+    if isinstance(value, (staticmethod, classmethod, types.MethodType)):
+        return [value.__func__]
+    if isinstance(value, (functools.partial, functools.partialmethod)):
+        return [value.func]
+    if isinstance(value, property):
+        return [f for f in (value.fget, value.fset, value.fdel) if f is not None]
+    if isinstance(value, types.FunctionType):  # functools.wraps sets it on the function
+        wrapped = getattr(value, "__wrapped__", None)
+        return [wrapped] if wrapped is not None and wrapped is not value else []
+    try:
+        wrapped = inspect.getattr_static(value, "__wrapped__", None)
+    except Exception:  # an object that refuses to be looked at has no known inside
+        return []
+    return [wrapped] if wrapped is not None and wrapped is not value else []
+
+
+def layers(value: Any, limit: int = 20) -> list[Any]:
+    """`value` and everything it runs on, outermost first."""
+    found, queue = [], [value]
+    while queue and len(found) < limit:
+        item = queue.pop(0)
+        found.append(item)
+        queue += inner(item)
+    return found
+
+
+def code_file(value: Any) -> str | None:
+    if isinstance(value, types.FunctionType):
+        return value.__code__.co_filename
+    if isinstance(value, type):
+        return getattr(sys.modules.get(value.__module__), "__file__", None)
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def real_path(filename: str) -> str:
+    """A code file's real path; '' for code without a file (`<string>`: made by exec, as namedtuple's)."""
+    return "" if filename.startswith("<") else os.path.realpath(filename)
+
+
+def written_in(value: Any, folder: str) -> bool:
+    """The code of `value`, or of what it wraps, is in a file of `folder` (train.py, helpers.py, ...)."""
+    if type(value) is types.FunctionType and getattr(value, "__wrapped__", None) is None:  # most of them: quickly
+        return real_path(value.__code__.co_filename).startswith(folder + os.sep)
+    files = (code_file(layer) for layer in layers(value))
+    return any(f is not None and real_path(f).startswith(folder + os.sep) for f in files)
+
+
+def replaced_by_generated_code(now: Any, then: Any, folder: str, when: Moment) -> bool:
+    """Whether a library object that changed from `then` to `now` counts: always right after the import;
+    once the libraries have run, which wrap their own functions (torch._dynamo wraps torch.manual_seed) and
+    add members (transformers adds torch.nn.Module.smart_apply), only when the generated code wrote the new
+    object or the original is gone (nothing in the new one wraps it)."""
+    if not when.libraries_ran:
+        return True
+    if written_in(now, folder):
+        return True
+    return then is not MISSING and not any(same_object(layer, then) for layer in layers(now))
+
+
+CODE = (types.FunctionType, types.MethodType, functools.partial, functools.partialmethod, staticmethod, classmethod,
+        property)
+
+
+def library_packages(template: types.ModuleType, names: list[str]) -> set[str]:
+    """The third-party packages (torch, accelerate, transformers) of what the GENERIC sections bind."""
+    found = set()
+    for name in names:
+        value = getattr(template, name, None)
+        module = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+        if isinstance(module, str):
+            found.add(module.partition(".")[0])
+    return found - set(sys.stdlib_module_names) - {template.__name__, "builtins", "__main__"}
+
+
+def package_members(packages: set[str], folder: str) -> Iterator[tuple[tuple[str, ...], dict[str, Any]]]:
+    """((module,) or (module, Class), its namespace) of every loaded module of `packages` outside `folder`, and
+    of every class such a module defines."""
+    for name, module in list(sys.modules.items()):
+        if name.partition(".")[0] not in packages or not isinstance(module, types.ModuleType):
+            continue
+        if os.path.realpath(getattr(module, "__file__", None) or "/").startswith(folder + os.sep):
+            continue
+        namespace = dict(vars(module))
+        yield (name,), namespace
+        for key, value in namespace.items():
+            if isinstance(value, type) and value.__module__ == name:
+                yield (name, key), dict(vars(value))
+
+
+def origin(value: Any) -> str:
+    """A value for a message, with the file and line of a function the generated code wrote."""
+    function = next((v for v in layers(value) if isinstance(v, types.FunctionType)), None)
+    if function is None:
+        return short(value)
+    code = function.__code__
+    return f"{short(value)} ({os.path.basename(code.co_filename)}, line {code.co_firstlineno})"
+
+
+def reached_members(cls: type, attributes: set[str]) -> dict[str, Any]:
+    """A library class's own members, and those it inherits under a name the GENERIC code reads by attribute
+    (an instance's method: `accelerator.clip_grad_norm_` is Accelerator's, `optimizer.zero_grad` Optimizer's)."""
+    found = dict(vars(cls))
+    for name in attributes - found.keys():
+        value = inspect.getattr_static(cls, name, MISSING)
+        if value is not MISSING:
+            found[name] = value
+    return found
+
+
 class Reference:
     """The template's GENERIC code as the researcher wrote it: its bindings, the library objects it reads,
     and what its functions return on fixed inputs, all taken before train.py is imported."""
@@ -135,6 +270,9 @@ class Reference:
         self.template = template
         self.names = [n for n in plan.get("generic_names", []) if n not in set(plan.get("customize_names", []))]
         self.customize_members = {cls: set(names) for cls, names in plan.get("class_customize_members", {}).items()}
+        self.run_time_written = set(plan.get("run_time_written", []))
+        self.attribute_stores = set(plan.get("attribute_stores", []))
+        attributes = set(plan.get("attributes", []))
         self.library: dict[str, tuple[Any, dict[str, Any] | None]] = {}
         for chain in plan.get("chains", []):
             root, *parts = chain.split(".")
@@ -142,9 +280,13 @@ class Reference:
                 continue
             value = walk(getattr(template, root), parts)
             if value is not MISSING and not is_own(value, template.__name__):
-                self.library[chain] = (value, dict(vars(value)) if isinstance(value, type) else None)
+                self.library[chain] = (value, reached_members(value, attributes) if isinstance(value, type) else None)
+        self.library_classes = {name: (value, reached_members(value, attributes)) for name in self.names
+                                if isinstance(value := getattr(template, name, None), type)
+                                and not is_own(value, template.__name__)}  # `from accelerate import Accelerator`
         self.builtins = {n: getattr(builtins, n) for n in plan.get("read_names", [])
                          if n not in vars(template) and hasattr(builtins, n)}
+        self.packages = library_packages(template, self.names)
         self.outputs: dict[str, tuple[int, Any, Any]] = {}
         for name in self.names:
             function = getattr(template, name, None)
@@ -160,23 +302,48 @@ class Reference:
                     self.outputs[name] = (variant, canonical(result), canonical(args))
                     break
 
-    def compare(self, train: types.ModuleType) -> list[dict]:
-        return self.compare_names(train) + self.compare_library(train) + self.compare_calls(train)
+    def compare(self, train: types.ModuleType, when: Moment = AFTER_IMPORT, folder: str | None = None) -> list[dict]:
+        """`folder`: where the generated files are (default: train.py's; a finished script has no __file__)."""
+        folder = folder or os.path.dirname(os.path.realpath(getattr(train, "__file__", None) or "."))
+        problems = self.compare_names(train, when) + self.compare_library(train, folder, when)
+        problems += self.compare_calls(train, when)
+        return problems + (self.compare_packages(train, folder) if when.libraries_ran else [])
 
-    def compare_names(self, train: types.ModuleType) -> list[dict]:
+    def compare_packages(self, train: types.ModuleType, folder: str) -> list[dict]:
+        """The library code the GENERIC code runs on without naming it (accelerate's clip_grad_norm_ calls
+        torch's): every module of the third-party packages the GENERIC code imports, and every class defined
+        there, is searched for a function the generated code wrote; what compare_library judges is left to it."""
+        judged = {id(walk(getattr(train, root, MISSING), parts))
+                  for root, *parts in (chain.split(".") for chain in self.library)}
+        judged |= {id(inspect.getattr_static(cls, k, MISSING)) for cls, members in self.library_classes.values()
+                   for k in members}
+        found = [(".".join((*where, key)), value) for where, namespace in package_members(self.packages, folder)
+                 for key, value in namespace.items()
+                 if isinstance(value, CODE) and written_in(value, folder) and id(value) not in judged]
+        if not found:
+            return []
+        (first, value), labels = found[0], ", ".join(label for label, _ in found[:5])
+        return [violation("generic-object-rebound", "train.py",
+                          f"{labels}, library code the GENERIC code runs on, became code of the generated files "
+                          f"during training ({first} is now {origin(value)}): CUSTOMIZE code patched "
+                          f"{first.partition('.')[0]} under the GENERIC code; leave libraries as they are")]
+
+    def compare_names(self, train: types.ModuleType, when: Moment = AFTER_IMPORT) -> list[dict]:
         problems = []
         for name in self.names:
             want, got = getattr(self.template, name, MISSING), getattr(train, name, MISSING)
-            reason = self.differs(name, want, got, train.__name__)
+            if when.libraries_ran and name in self.run_time_written and isinstance(want, DATA):
+                continue
+            reason = self.differs(name, want, got, train.__name__, when)
             if reason:
                 problems.append(violation("generic-object-rebound", "train.py",
-                                          f"{name}, which a GENERIC section binds, {reason} by the time the training "
-                                          f"runs (CUSTOMIZE code rebound or patched it, maybe from inside a function, "
+                                          f"{name}, which a GENERIC section binds, {reason} {when.end} (CUSTOMIZE "
+                                          f"code rebound or patched it {when.change}, maybe from inside a function, "
                                           f"through __main__, a class body or a `global` statement); GENERIC code must "
                                           f"run on the template's own objects: remove that change"))
         return problems
 
-    def differs(self, name: str, want: Any, got: Any, train_module: str) -> str:
+    def differs(self, name: str, want: Any, got: Any, train_module: str, when: Moment = AFTER_IMPORT) -> str:
         if got is MISSING:
             return "is missing from train.py"
         if isinstance(want, types.ModuleType):
@@ -186,6 +353,8 @@ class Reference:
                 return f"is {short(got)}, not train.py's copy of the template's {type(unwrap(want)).__name__}"
             if isinstance(want, type):
                 skipped = self.customize_members.get(name, set())
+                if when.libraries_ran:  # members the GENERIC code itself sets or fills while it runs
+                    skipped = skipped | self.attribute_stores
                 mine, theirs = members(got, skipped), members(want, skipped)
                 changed = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
                 return f"has other members than the template's: {', '.join(changed)}" if changed else ""
@@ -199,33 +368,44 @@ class Reference:
         except Exception:  # an object that cannot be compared: identity was the test
             return f"is {short(got)} instead of {short(want)}"
 
-    def compare_library(self, train: types.ModuleType) -> list[dict]:
+    def compare_library(self, train: types.ModuleType, folder: str, when: Moment = AFTER_IMPORT) -> list[dict]:
         problems = []
         for chain, (then, members_then) in self.library.items():
             root, *parts = chain.split(".")
             now = walk(getattr(train, root, MISSING), parts)
             if not same_object(now, then):
-                problems.append(violation("generic-object-rebound", "train.py",
-                                          f"{chain}, which the GENERIC code reads, is {short(now)} instead of "
-                                          f"{short(then)} (what it was before train.py ran): CUSTOMIZE code replaced a "
-                                          f"library object the GENERIC code relies on; leave libraries as they are"))
-            elif members_then is not None:
-                current = vars(now)
-                changed = sorted({k for k, v in members_then.items() if not same_object(current.get(k, MISSING), v)}
-                                 | {k for k in current if k not in members_then})
-                if changed:
+                if replaced_by_generated_code(now, then, folder, when):
                     problems.append(violation("generic-object-rebound", "train.py",
-                                              f"{chain}, which the GENERIC code uses, had {', '.join(changed[:5])} "
-                                              f"replaced or added after train.py was imported: leave library classes "
-                                              f"as they are"))
+                                              f"{chain}, which the GENERIC code reads, is {origin(now)} instead of "
+                                              f"{short(then)} (what it was before train.py ran): CUSTOMIZE code "
+                                              f"replaced a library object the GENERIC code relies on {when.change}; "
+                                              f"leave libraries as they are"))
+            elif members_then is not None:
+                problems += self.changed_members(chain, now, members_then, folder, when)
+        for name, (then, members_then) in self.library_classes.items():
+            if getattr(train, name, MISSING) is then:  # a rebound name is compare_names' finding
+                problems += self.changed_members(name, then, members_then, folder, when)
         for name, original in self.builtins.items():
-            if name in vars(train) or getattr(builtins, name) is not original:
+            now = getattr(builtins, name)
+            if name in vars(train) or (now is not original and replaced_by_generated_code(now, original, folder, when)):
                 problems.append(violation("generic-object-rebound", "train.py",
                                           f"the builtin {name}, which the GENERIC code calls, is shadowed or "
-                                          f"replaced in train.py; name your own function differently"))
+                                          f"replaced in train.py ({when.change}); name your own function differently"))
         return problems
 
-    def compare_calls(self, train: types.ModuleType) -> list[dict]:
+    @staticmethod
+    def changed_members(label: str, cls: type, then: dict[str, Any], folder: str, when: Moment) -> list[dict]:
+        now = {k: inspect.getattr_static(cls, k, MISSING) for k in {*then, *vars(cls)}}
+        changed = sorted(k for k, v in now.items() if not same_object(v, then.get(k, MISSING))
+                         and replaced_by_generated_code(v, then.get(k, MISSING), folder, when))
+        if not changed:
+            return []
+        return [violation("generic-object-rebound", "train.py",
+                          f"{label}, which the GENERIC code uses, had {', '.join(changed[:5])} replaced or added "
+                          f"{when.change} ({label}.{changed[0]} is now {origin(now[changed[0]])}): leave library "
+                          f"classes as they are")]
+
+    def compare_calls(self, train: types.ModuleType, when: Moment = AFTER_IMPORT) -> list[dict]:
         problems = []
         for name, (variant, result, args_after) in self.outputs.items():
             function = getattr(train, name, None)
@@ -246,9 +426,9 @@ class Reference:
             else:
                 continue
             problems.append(violation("generic-behaviour-changed", "train.py",
-                                      f"the GENERIC {name}(...) on fixed inputs {detail}; its text is the template's, "
-                                      f"so CUSTOMIZE code changed what it runs on (a library function or a global it "
-                                      f"reads): undo that change"))
+                                      f"the GENERIC {name}(...) on fixed inputs {detail} {when.end}; its text is the "
+                                      f"template's, so CUSTOMIZE code changed what it runs on (a library function or "
+                                      f"a global it reads) {when.change}: undo that change"))
         return problems
 
     @staticmethod

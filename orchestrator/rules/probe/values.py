@@ -20,6 +20,7 @@ import random
 import re
 import signal
 import sys
+import threading
 import types
 from typing import Any, Iterator
 
@@ -229,6 +230,8 @@ class ProbeTimeout(BaseException):
 class _Sandbox:
     active = False
     installed = False
+    thread = 0  # the thread whose calls are guarded
+    this_thread_only = False  # in a training (training.py), its other threads write on meanwhile
 
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
@@ -239,7 +242,7 @@ _REFUSED = {"os.remove", "os.rename", "os.replace", "os.mkdir", "os.rmdir", "os.
 
 
 def _audit(event: str, args: tuple) -> None:
-    if not _Sandbox.active:
+    if not _Sandbox.active or (_Sandbox.this_thread_only and threading.get_ident() != _Sandbox.thread):
         return
     refused = event in _REFUSED
     if event == "open" and len(args) >= 3:
@@ -249,6 +252,12 @@ def _audit(event: str, args: tuple) -> None:
     if refused:
         raise PermissionError(f"the probe refuses {event} {args[:1]!r}: generated code is probed without writing "
                               f"files, opening sockets or starting processes")
+
+
+def guard_this_thread_only() -> None:
+    """From now on `guarded` refuses only the guarded thread's writes: in a training process, whose other
+    threads (a tracker's writer, a logging thread) are not the code being judged."""
+    _Sandbox.this_thread_only = True
 
 
 def _stop(signum, frame) -> None:
@@ -263,7 +272,7 @@ def guarded(seconds: float = 5.0) -> Iterator[None]:
         _Sandbox.installed = True
     previous = signal.signal(signal.SIGALRM, _stop)
     signal.setitimer(signal.ITIMER_REAL, seconds)
-    _Sandbox.active = True
+    _Sandbox.active, _Sandbox.thread = True, threading.get_ident()
     try:
         yield
     finally:
