@@ -237,7 +237,7 @@ def check(
     check and the behaviour rules on a real game (in a fresh interpreter). Exit 0 only when all pass; warnings
     are printed but do not fail."""
     from orchestrator.checks import rule_violations, run_import_check
-    from orchestrator.runner import check_source_of_truth
+    from orchestrator.source_check import check_source_of_truth
     from orchestrator.rules import errors
 
     try:
