@@ -53,9 +53,9 @@ def quick_runtime(tiny_model_dir) -> RuntimeCheckSpec:
                             cpu_processes=1)
 
 
-def run(project: Path, runtime_check: RuntimeCheckSpec, **kwargs):
-    return start_run(project, llm="anthropic", run_id="r1", runtime_check=runtime_check, until="runtime_check",
-                     **kwargs)
+def run(project: Path, runtime_check: RuntimeCheckSpec, until: str = "runtime_check", **kwargs):
+    """The pipeline to `until`: a failure the rules or the import check meet, and its fix, need no training run."""
+    return start_run(project, llm="anthropic", run_id="r1", runtime_check=runtime_check, until=until, **kwargs)
 
 
 def fix_commits(project: Path) -> list[str]:
@@ -69,7 +69,7 @@ def test_import_error_traceback_reaches_the_fix_and_the_edit_repairs_it(project,
     replies.append(edit("train.py", "import prompt_templates", "import prompt_template"))
     server = ScriptedServer(httpserver, replies)
     anthropic_env(server)
-    outcome = run(project, quick_runtime)
+    outcome = run(project, quick_runtime, until="import_check")
     assert outcome.status == "done", outcome.reason
     fix_prompt = server.prompt_text(5)
     assert "ModuleNotFoundError: No module named 'prompt_templates'" in fix_prompt
@@ -104,7 +104,7 @@ def test_guard_violation_is_fixed_by_an_edit(project, tmp_path, httpserver, anth
     replies.append(edit("prompt_template.py", dance.rstrip("\n"), menu.rstrip("\n")))
     server = ScriptedServer(httpserver, replies)
     anthropic_env(server)
-    outcome = run(project, quick_runtime)
+    outcome = run(project, quick_runtime, until="import_check")
     assert outcome.status == "done", outcome.reason
     assert "unknown-action prompt_template.py" in server.prompt_text(5)
     assert fix_commits(project)[0].startswith("fix attempt 1: rules edited prompt_template.py")
@@ -118,7 +118,7 @@ def test_an_edit_to_a_protected_file_is_refused_before_it_touches_disk(project, 
     replies.append(edit("train.py", "import prompt_templates", "import prompt_template"))
     server = ScriptedServer(httpserver, replies)
     anthropic_env(server)
-    outcome = run(project, quick_runtime)
+    outcome = run(project, quick_runtime, until="import_check")
     assert outcome.status == "done", outcome.reason
     assert "refused: env_move.py must never be edited" in server.prompt_text(6)
     source = (project / "source_of_truth/env_move.py").read_bytes()
