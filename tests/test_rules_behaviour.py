@@ -403,7 +403,7 @@ def together(*groups: Callable[[Path], list]) -> Callable[[Path], list]:
 
 
 # four probe runs per example: GENERIC + helpers, the game's class + prompts and dispatch, the patched game,
-# what only the training's way of playing shows
+# what only the training's way of playing shows (a whole episode is played only by helpers that pass one turn)
 GROUPS = {"generic+helpers": together(generic_group, helpers_group),
           "game-class+prompts": together(game_class_group, prompts_group), "game-patch": game_patch_group,
           "played": played_group}
@@ -445,19 +445,6 @@ def array_before_args(folder: Path) -> None:
     edit_file(folder, "launch_training.sh", lambda t: t.replace("set -euo pipefail", (
         f"set -euo pipefail\nEXTRA=(--{cap_field(folder)} 8)\nNP_FOUND=yes"), 1).replace(
         'train.py "$@"', 'train.py "${EXTRA[@]}" "$@"'))
-
-
-@pytest.mark.parametrize("name", EXAMPLES)
-def test_valid_variants_pass_every_rule(tmp_path: Path, name: str) -> None:
-    """What the brief allows: an observation with a header around observation_to_text's, a private utility in
-    helpers.py, a launch script that builds arguments in an array before "$@" (the orchestrator's come last)."""
-    folder, source = example_generated(tmp_path, name)
-    with_header(folder)
-    append("helpers.py", lambda f: "def _manhattan(a, b):\n    return abs(a[0] - b[0]) + abs(a[1] - b[1])")(folder)
-    array_before_args(folder)
-    assert run_guards(folder, source).passed, run_guards(folder, source).evidence
-    result = run_import_check(folder, source_of_truth=source)
-    assert result.passed, result.evidence
 
 
 # ---------------------------------------------------------------- the launch script, run with recorders
@@ -636,12 +623,16 @@ def two_argument_helper(folder: Path, but: str) -> str:
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_valid_variants_of_meaning_pass_every_rule(tmp_path: Path, name: str) -> None:
-    """What the rules once refused for its style: an optional helper parameter the prompts do not name, a helper
-    exposed by name from a class, a dispatch table built over vars(helpers), a return annotation whose alias
-    only type checkers see; with a launcher's own variable read from the environment and a launch script that
-    writes its accelerate config to a temporary file (one process per GPU) and launches with it."""
+def test_valid_variants_pass_every_rule(tmp_path: Path, name: str) -> None:
+    """What the brief allows, in one folder: an observation with a header around observation_to_text's, a private
+    utility in helpers.py; and what the rules once refused for its style: an optional helper parameter the prompts
+    do not name, a helper exposed by name from a class, a dispatch table built over vars(helpers), a return
+    annotation whose alias only type checkers see; with a launcher's own variable read from the environment and a
+    launch script that writes its accelerate config to a temporary file (one process per GPU) and launches with it.
+    Apart, a launch script that builds arguments in an array before "$@" (the orchestrator's come last)."""
     folder, source = example_generated(tmp_path, name)
+    with_header(folder)
+    append("helpers.py", lambda f: "def _manhattan(a, b):\n    return abs(a[0] - b[0]) + abs(a[1] - b[1])")(folder)
     easy = simple_helper(folder)
     optional_parameter(folder, two_argument_helper(folder, but=easy))
     helper_from_a_class(folder, easy)
@@ -654,6 +645,11 @@ def test_valid_variants_of_meaning_pass_every_rule(tmp_path: Path, name: str) ->
     result = run_import_check(folder, source_of_truth=source)
     assert result.passed, result.evidence
     assert f"| `{easy}` |" in helper_readme(read(folder, "helpers.py"))  # the readme documents it too
+    (tmp_path / "arrays").mkdir()
+    arrays, _ = example_generated(tmp_path / "arrays", name)
+    array_before_args(arrays)
+    result = run_guards(arrays, source)
+    assert result.passed, result.evidence
 
 
 EXPOSED_HELPERS = """
