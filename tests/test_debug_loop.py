@@ -63,24 +63,6 @@ def fix_commits(project: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_import_error_traceback_reaches_the_fix_and_the_edit_repairs_it(project, tmp_path, httpserver, anthropic_env,
-                                                                         quick_runtime):
-    replies = generation_replies(tmp_path, train_py=("import prompt_template\n", "import prompt_templates\n"))
-    replies.append(edit("train.py", "import prompt_templates", "import prompt_template"))
-    server = ScriptedServer(httpserver, replies)
-    anthropic_env(server)
-    outcome = run(project, quick_runtime, until="import_check")
-    assert outcome.status == "done", outcome.reason
-    fix_prompt = server.prompt_text(5)
-    assert "ModuleNotFoundError: No module named 'prompt_templates'" in fix_prompt
-    assert 'File "' in fix_prompt and "train.py" in fix_prompt  # the real traceback, with its frames
-    assert "import_check" in fix_prompt
-    [message] = fix_commits(project)
-    assert message.startswith("fix attempt 1: import_check edited train.py")
-    assert "import prompt_template\n" in (project / "workspace/generated/train.py").read_text()
-
-
-@pytest.mark.slow
 def test_runtime_error_in_the_tiny_model_run_is_fixed(project, tmp_path, httpserver, anthropic_env, quick_runtime):
     line = "    return env_move.CleanupEnv(width=config.env_width, height=config.env_height, {}=config.num_agents,"
     replies = generation_replies(tmp_path, train_py=(line.format("num_agents"), line.format("agents")))
@@ -111,8 +93,8 @@ def test_guard_violation_is_fixed_by_an_edit(project, tmp_path, httpserver, anth
 
 
 @pytest.mark.slow
-def test_an_edit_to_a_protected_file_is_refused_before_it_touches_disk(project, tmp_path, httpserver, anthropic_env,
-                                                                      quick_runtime):
+def test_an_import_error_s_traceback_reaches_the_fix_and_an_edit_to_a_protected_file_is_refused(
+        project, tmp_path, httpserver, anthropic_env, quick_runtime):
     replies = generation_replies(tmp_path, train_py=("import prompt_template\n", "import prompt_templates\n"))
     replies.append(edit("env_move.py", 'ACTIONS', 'ACTIONS_RENAMED'))
     replies.append(edit("train.py", "import prompt_templates", "import prompt_template"))
@@ -120,7 +102,13 @@ def test_an_edit_to_a_protected_file_is_refused_before_it_touches_disk(project, 
     anthropic_env(server)
     outcome = run(project, quick_runtime, until="import_check")
     assert outcome.status == "done", outcome.reason
+    fix_prompt = server.prompt_text(5)
+    assert "ModuleNotFoundError: No module named 'prompt_templates'" in fix_prompt
+    assert 'File "' in fix_prompt and "train.py" in fix_prompt  # the real traceback, with its frames
+    assert "import_check" in fix_prompt
     assert "refused: env_move.py must never be edited" in server.prompt_text(6)
+    assert fix_commits(project)[0].startswith("fix attempt 1: import_check edited train.py")
+    assert "import prompt_template\n" in (project / "workspace/generated/train.py").read_text()
     source = (project / "source_of_truth/env_move.py").read_bytes()
     assert (project / "workspace/generated/env_move.py").read_bytes() == source
     history = git.Repo(project / "workspace").git.log("run/r1", "--format=%s", "--", "generated/env_move.py")

@@ -152,6 +152,10 @@ def test_the_offline_demo_runs_the_whole_pipeline(demos: Demos, name: str):
     grad_norms = [value for _, value in series["grad_norm"]]
     assert sum(value > 1e-4 for value in grad_norms) >= len(grad_norms) - 1, grad_norms
     assert len({value for _, value in series["reward"]}) > 1, series["reward"]
+    # the tiny agent also played the runtime check: some actions parsed, rewards that differ within a group
+    checked = [r for r in parse_log((run_dir / "runtime_check/logs/train.logs").read_text()) if r.kind == "train"]
+    assert checked and min(r.values["invalid_action_rate"] for r in checked) < 1.0, checked
+    assert any(r.values["reward_std"] > 0 for r in checked), checked
     # learning you can see: state.json, a valid PNG per metric, the report's links to them, status's metric line
     state = json.loads((run_dir / "state.json").read_text())
     assert state["status"] == "done" and state["next"] == []
@@ -176,6 +180,32 @@ def test_the_offline_demo_runs_the_whole_pipeline(demos: Demos, name: str):
     assert git.Repo(project / "workspace").git.status("--porcelain", "--untracked-files=all") == ""
     committed = git.Repo(project / "workspace").git.show(f"run/{run_dir.name}:training/formal-1/train.logs")
     assert committed == log.read_text().rstrip("\n")
+
+
+STAG_HUNT_METRICS = ("loss", "gradNorm", "learning_rate", "kl", "reward", "reward_std", "frac_reward_zero_std",
+                     "invalid_action_rate", "completion_mean_length", "step_time")
+SAMPLED_FIELDS = ("prompt:", "thinking_output:", "action_output:", "parsed_call:", "helper_result:", "declared_move:")
+
+
+@pytest.mark.slow
+@pytest.mark.tiny_agent("cleanup")
+@pytest.mark.tiny_agent("staghunt")
+def test_stag_hunt_s_own_logs_hold_every_metric_and_every_sampled_turn(demos: Demos):
+    """Stag Hunt's JSON-lines train.logs and its Sample_EP.logs, as its launch_training.sh ran the formal run."""
+    formal = demos.run_dir("staghunt") / "formal-1"
+    records = [json.loads(line) for line in (formal / "train.logs").read_text().splitlines()]
+    updates = [r for r in records if r["event"] == "train"]
+    assert records[0]["event"] == "start" and records[-1]["event"] == "done"
+    assert [r["step"] for r in updates] == list(range(1, records[0]["total_steps"] + 1)) and len(updates) >= 2
+    for record in updates:
+        assert all(math.isfinite(record[key]) for key in STAG_HUNT_METRICS), record
+        assert record["completion_mean_length"] > 0
+    sample = (formal / "Sample_EP.logs").read_text()
+    episodes = re.findall(r"^===== episode \d+ \(step \d+, seed \d+\)", sample, re.M)
+    turns = sample.count("board after the turn:")
+    assert episodes and turns >= len(episodes)
+    for field in SAMPLED_FIELDS:
+        assert sample.count(f"[hunter 0] {field}") == turns, field
 
 
 @pytest.mark.slow

@@ -114,19 +114,6 @@ def test_a_name_error_inside_a_helper_passes_the_import_check_and_is_caught_by_t
     assert "NameError: name 'arrived' is not defined" in result.evidence and "helpers.py" in result.files
 
 
-@pytest.mark.slow
-@pytest.mark.tiny_agent("cleanup")
-def test_the_agent_makes_the_runtime_check_show_parsed_actions_and_varying_rewards(cleanup_agent: Path,
-                                                                                  tmp_path: Path):
-    folder = copy_generated_set(tmp_path / "generated")
-    spec = RuntimeCheckSpec(model=str(cleanup_agent), real_model=True, episodes=4, turns=3)
-    result = run_runtime_check(folder, spec, cleanup_roles(), tmp_path / "check")
-    assert result.passed, result.evidence
-    log = (tmp_path / "check/logs/train.logs").read_text()
-    rates = [float(r) for r in re.findall(r" invalid_action_rate=([\d.e-]+)", log)]
-    assert rates and max(rates) < 1.0
-
-
 def test_a_models_folder_override_is_where_agents_are_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from orchestrator.tiny_agent import MARKER_FILE, models_dir
 
