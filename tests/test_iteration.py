@@ -17,7 +17,7 @@ from browser import render
 from conftest import SOURCE_OF_TRUTH, reference_replies, write_transcript
 
 from orchestrator.census import read_training_check
-from orchestrator.checks import RuntimeCheckSpec
+from orchestrator.checks import RuntimeCheckSpec, find_log
 from orchestrator.demo import example, formal_proposal, recorded_roles
 from orchestrator.formal import FormalSpec
 from orchestrator.logformat import parse_log
@@ -153,7 +153,7 @@ def test_the_offline_demo_runs_the_whole_pipeline(demos: Demos, name: str):
     assert sum(value > 1e-4 for value in grad_norms) >= len(grad_norms) - 1, grad_norms
     assert len({value for _, value in series["reward"]}) > 1, series["reward"]
     # the tiny agent also played the runtime check: some actions parsed, rewards that differ within a group
-    checked = [r for r in parse_log((run_dir / "runtime_check/logs/train.logs").read_text()) if r.kind == "train"]
+    checked = [r for r in parse_log(find_log(run_dir / "runtime_check").read_text()) if r.kind == "train"]
     assert checked and min(r.values["invalid_action_rate"] for r in checked) < 1.0, checked
     assert any(r.values["reward_std"] > 0 for r in checked), checked
     # learning you can see: state.json, a valid PNG per metric, the report's links to them, status's metric line
