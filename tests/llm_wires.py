@@ -9,10 +9,12 @@ refusal and server trouble inside a stream look like on it, and builds its backe
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import urllib.parse
 import zlib
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import Any, Callable
 
 from messages_api import USAGE, error_json, message_json, sse, stream_events
@@ -26,6 +28,7 @@ from orchestrator.llm.vertex import VertexLLM
 AWS_KEY, AWS_SECRET, AWS_REGION = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "us-east-1"
 BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 VERTEX_MODEL, VERTEX_PROJECT, VERTEX_REGION = "claude-sonnet-4-5@20250929", "grpo-lab", "us-east5"
+SERVICE_ACCOUNT = "runner@grpo-lab.iam.gserviceaccount.com"
 OPENAI_MODEL = "Qwen/Qwen2.5-Coder-7B-Instruct"
 OPENAI_USAGE = {"prompt_tokens": 7120, "completion_tokens": 30, "total_tokens": 7150,
                 "prompt_tokens_details": {"cached_tokens": 7000}}
@@ -34,7 +37,8 @@ OPENAI_USAGE = {"prompt_tokens": 7120, "completion_tokens": 30, "total_tokens": 
 def aws_environment(monkeypatch) -> None:
     """Fake AWS credentials in the environment, and nothing else of AWS's: no files, no instance metadata."""
     for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_BEARER_TOKEN_BEDROCK",
-                 "AWS_DEFAULT_REGION", "ANTHROPIC_BEDROCK_BASE_URL"):
+                 "AWS_DEFAULT_REGION", "ANTHROPIC_BEDROCK_BASE_URL", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                 "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", AWS_KEY)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", AWS_SECRET)
@@ -42,6 +46,28 @@ def aws_environment(monkeypatch) -> None:
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/aws-config")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/aws-credentials")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def google_environment(monkeypatch, folder: Path, token_uri: str, base_url: str) -> None:
+    """Application Default Credentials of a service account (a key file in `folder`) whose token endpoint is
+    `token_uri`; Vertex's region, project and endpoint."""
+    key = folder / "key.json"
+    key.write_text(json.dumps({"type": "service_account", "client_email": SERVICE_ACCOUNT, "private_key_id": "k1",
+                               "private_key": _service_account_key(), "token_uri": token_uri}))
+    for variable, value in (("GOOGLE_APPLICATION_CREDENTIALS", str(key)), ("CLOUDSDK_CONFIG", str(folder / "gcloud")),
+                            ("CLOUD_ML_REGION", VERTEX_REGION), ("ANTHROPIC_VERTEX_PROJECT_ID", VERTEX_PROJECT),
+                            ("ANTHROPIC_VERTEX_BASE_URL", base_url)):
+        monkeypatch.setenv(variable, value)
+
+
+@functools.lru_cache(maxsize=1)
+def _service_account_key() -> str:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()).decode()
 
 
 # --------------------------------------------------------------------------- AWS event-stream and SigV4
