@@ -18,6 +18,7 @@ from test_cli import refusal
 
 from orchestrator.llm import LLMError, Usage, load_prices, make_llm
 from orchestrator.llm.prices import Price, PriceTable, claude_family
+from orchestrator.runs import RunSettings
 
 USER = [{"role": "user", "content": "hello"}]
 
@@ -193,6 +194,15 @@ def test_openai_server_refusing_the_model_list_is_refused(openai_env, httpserver
     assert ("set OPENAI_API_KEY" in message) == (status != 404)
 
 
+@pytest.mark.parametrize("body, content_type", [("<html>a web page</html>", "text/html"),
+                                                ('{"models": []}', "application/json")])
+def test_a_url_that_is_no_openai_server_is_refused(openai_env, httpserver: HTTPServer, body: str, content_type: str):
+    httpserver.expect_request("/models", method="GET").respond_with_data(body, content_type=content_type)
+    message = refused(f"openai:{OPENAI_MODEL}@{httpserver.url_for('')}")
+    assert message.startswith(f"openai: {httpserver.url_for('').rstrip('/')} does not answer /models as an OpenAI-")
+    assert message.endswith("check the URL (it usually ends in /v1)")
+
+
 def test_openai_reads_its_url_and_key_from_the_environment(openai_env, httpserver: HTTPServer):
     models(httpserver, OPENAI_MODEL)
     openai_env.setenv("OPENAI_BASE_URL", httpserver.url_for("/v1"))
@@ -282,3 +292,10 @@ def test_run_refuses_an_answer_budget_no_backend_takes(project: Path, tmp_path: 
     shown = refusal(["run", "--llm", write_transcript(tmp_path / "t.json", []), "--max-answer-tokens", value,
                      "--project-root", str(project)], capsys, monkeypatch)
     assert f"--max-answer-tokens must be from 1 to 64000, got {value}" in shown
+
+
+def test_resume_refuses_an_answer_budget_no_backend_takes(project: Path, capsys, monkeypatch):
+    RunSettings(run_id="r1", llm="replay:x.json", project_root=str(project),
+                source_of_truth=str(project / "source_of_truth"), status="budget").save()
+    shown = refusal(["resume", "r1", "--max-answer-tokens", "0", "--project-root", str(project)], capsys, monkeypatch)
+    assert "--max-answer-tokens must be from 1 to 64000, got 0" in shown

@@ -70,8 +70,15 @@ class LLM(Protocol):
 class Backend(LLM, Protocol):
     """An LLM as `--llm` names it: what the logs call it, and a check of it before a run does any work."""
 
-    label: str  # e.g. "openai Qwen/Qwen2.5-Coder-7B-Instruct at http://localhost:8000/v1"
-    price_note: str  # how its answers are priced, in words
+    @property
+    def label(self) -> str:
+        """What the logs call it, e.g. "openai Qwen/Qwen2.5-Coder-7B-Instruct at http://localhost:8000/v1"."""
+        ...
+
+    @property
+    def price_note(self) -> str:
+        """How its answers are priced, in words."""
+        ...
 
     def preflight(self) -> None:
         """Raise LLMError (one line: the backend, what is wrong, what to set) when a call cannot work."""

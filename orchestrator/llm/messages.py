@@ -179,7 +179,7 @@ class AnthropicLLM(MessagesLLM):
 def _with_cache_prefix(messages: list[Message], cache_prefix: list[str]) -> list[Message]:
     """Copy `messages`, putting the cacheable texts first in the first user message."""
     result = [dict(message) for message in messages]
-    prefix = [{"type": "text", "text": text} for text in cache_prefix if text]
+    prefix: list[dict[str, Any]] = [{"type": "text", "text": text} for text in cache_prefix if text]
     if not prefix:
         return result
     first_user = next((m for m in result if m.get("role") == "user"), None)

@@ -82,7 +82,7 @@ class OpenAIChatLLM(RetryingLLM):
                                "OPENAI_API_KEY to a key it accepts") from err
             raise LLMError(f"openai: {self.platform} does not list its models ({self._describe(err)}): check the "
                            "URL (an OpenAI-compatible server answers at .../v1)") from err
-        except (*_malformed(), AttributeError, TypeError) as err:
+        except (json.JSONDecodeError, openai.APIResponseValidationError, AttributeError, TypeError) as err:
             raise LLMError(f"openai: {self.base_url} does not answer /models as an OpenAI-compatible server "
                            f"({one_line(f'{type(err).__name__}: {err}')}): check the URL (it usually ends in /v1)"
                            ) from err
@@ -144,11 +144,10 @@ class OpenAIChatLLM(RetryingLLM):
                 return False
             return err.status_code in (408, 409, 429) or err.status_code >= 500
         if isinstance(err, openai.APIError):  # an `error` the server sent inside a 200 stream
-            try:
-                code = int(_error_body(err.body).get("code"))  # type: ignore[arg-type]
-            except (TypeError, ValueError):
+            code = str(_error_body(err.body).get("code") or "")
+            if not code.isdigit():
                 return True  # no status of its own: server trouble
-            return code in (408, 429) or code >= 500
+            return int(code) in (408, 429) or int(code) >= 500
         return False
 
     def _retry_after_s(self, err: BaseException | None) -> float | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import Any, Callable
 
 from orchestrator.llm.base import MAX_ANSWER_TOKENS, Backend, LLMError
 from orchestrator.llm.bedrock import BedrockLLM
@@ -32,7 +32,7 @@ def make_llm(spec: str, *, answered: dict[str, int] | None = None, on_retry: Cal
     `max_output_tokens` caps the output budget of one answer.
     """
     kind, sep, arg = spec.partition(":")
-    common = {"on_retry": on_retry, "prices": prices, "max_output_tokens": max_output_tokens}
+    common: dict[str, Any] = {"on_retry": on_retry, "prices": prices, "max_output_tokens": max_output_tokens}
     if kind == "anthropic" and not sep:
         return AnthropicLLM(**common)
     if kind in _EXAMPLES and not arg:
