@@ -9,6 +9,7 @@
     replay.py       `replay:PATH`: a scripted transcript, for tests and the offline demo
     prices.py       what an answer costs: list prices and the researcher's llm_prices.json
     reach.py        whether a server answers at all, before a run does any work
+    reported.py     every answered call told to the run's log: the backend and model that answered
     specs.py        `make_llm(spec)`: the backend a spec names
 """
 
