@@ -1,5 +1,6 @@
 """One LLM exchange whose answer must parse and be complete: a malformed answer is fed back once,
-an answer cut at its token budget is asked again with a larger one; never a crash, never half an answer."""
+an answer cut at its token budget is asked again with a larger one (and, cut at the most the backend
+allows, fed back once to be shorter); never a crash, never half an answer."""
 
 from __future__ import annotations
 
@@ -7,12 +8,11 @@ from dataclasses import dataclass, field
 from typing import Callable, Generic, TypeVar
 
 from orchestrator.edits import EditFormatError
-from orchestrator.llm import LLM, Message, Usage
+from orchestrator.llm import LLM, MAX_ANSWER_TOKENS, Message, Usage
 from orchestrator.prompts import render
 
 T = TypeVar("T")
 
-MAX_ANSWER_TOKENS = 64000  # the largest budget an incomplete answer is re-asked with
 TRUNCATED = "max_tokens"  # the API's stop_reason for an answer cut at its budget
 
 
@@ -41,12 +41,15 @@ def ask(llm: LLM, messages: list[Message], parse: Callable[[str], T], *, system:
         cache_prefix: list[str] | None = None, max_tokens: int = 16000, reasks: int = 1) -> Answer[T]:
     """Ask, parse; on EditFormatError/ValueError send the error back (up to `reasks` times).
 
-    An answer cut at `max_tokens` (stop_reason "max_tokens") is incomplete: it is never parsed or
-    applied, and the same question is asked again with twice the budget, up to MAX_ANSWER_TOKENS.
+    An answer cut at its budget (stop_reason "max_tokens") is incomplete: it is never parsed or applied. The
+    same question is asked again with twice the budget, up to the ceiling: MAX_ANSWER_TOKENS, or less where the
+    backend allows less (`llm.max_output_tokens`). An answer cut at the ceiling is sent back like a malformed
+    one (one of the `reasks`), asking for an answer that fits.
     """
     answer: Answer[T] = Answer(parsed=None)
     conversation = list(messages)
-    budget = max_tokens
+    ceiling = min(MAX_ANSWER_TOKENS, llm.max_output_tokens)
+    budget = min(max_tokens, ceiling)
     format_errors = 0
     while True:
         reply = llm.complete(conversation, system=system, max_tokens=budget, cache_prefix=cache_prefix, tag=tag)
@@ -57,20 +60,21 @@ def ask(llm: LLM, messages: list[Message], parse: Callable[[str], T], *, system:
         answer.answers += list(getattr(reply, "answers", ()) or ())
         if reply.request_id:
             answer.request_ids.append(reply.request_id)
-        if reply.stop_reason == TRUNCATED:
-            if budget >= MAX_ANSWER_TOKENS:
-                answer.error = (f"the answer was cut at its budget of {budget} output tokens (stop_reason "
-                                f"max_tokens) and is incomplete; it was not applied")
-                return answer
-            budget = min(budget * 2, MAX_ANSWER_TOKENS)
+        if reply.stop_reason == TRUNCATED and budget < ceiling:
+            budget = min(budget * 2, ceiling)
             continue
-        try:
-            answer.parsed, answer.error = parse(reply.text), ""
-            return answer
-        except (EditFormatError, ValueError) as exc:
-            answer.error = str(exc)
-            format_errors += 1
-            if format_errors > reasks:
+        if reply.stop_reason == TRUNCATED:
+            answer.error = (f"the answer was cut at its budget of {budget} output tokens (stop_reason max_tokens) "
+                            f"and is incomplete; it was not applied")
+            told = f"{answer.error}. It must fit in {budget} output tokens: leave out explanations and comments"
+        else:
+            try:
+                answer.parsed, answer.error = parse(reply.text), ""
                 return answer
-            conversation += [{"role": "assistant", "content": reply.text},
-                             {"role": "user", "content": render("reask_format", error=answer.error)}]
+            except (EditFormatError, ValueError) as exc:
+                answer.error = told = str(exc)
+        format_errors += 1
+        if format_errors > reasks:
+            return answer
+        conversation += [{"role": "assistant", "content": reply.text},
+                         {"role": "user", "content": render("reask_format", error=told)}]

@@ -22,7 +22,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from orchestrator.formal import DEFAULT_MODEL
-from orchestrator.runs import SetupError, from_disk, list_runs, metrics_line, run_summary, spent
+from orchestrator.llm.base import MAX_ANSWER_TOKENS
+from orchestrator.runs import (SetupError, answered_by_text, from_disk, list_runs, metrics_line, run_summary,
+                               spent)
 from orchestrator.tiny_agent import TINY_AGENT
 
 if TYPE_CHECKING:
@@ -80,11 +82,14 @@ def _pinned_values(pairs: list[str]) -> dict:
 
 @app.command()
 def run(
-    llm: str = typer.Option("anthropic", help="anthropic, anthropic:MODEL or replay:TRANSCRIPT.json"),
+    llm: str = typer.Option("anthropic", help="anthropic[:MODEL], bedrock:MODEL, vertex:MODEL, openai:MODEL[@URL] "
+                                             "or replay:TRANSCRIPT.json (README: LLM backends)"),
     source_of_truth: Optional[Path] = typer.Option(None, help="default: PROJECT_ROOT/source_of_truth"),
     max_cost: Optional[float] = typer.Option(None, help="USD cap; the run stops cleanly at a node boundary"),
     max_tokens: Optional[int] = typer.Option(None, help="token cap; the run stops cleanly at a node boundary"),
     max_attempts: int = typer.Option(5, help="fix attempts per failing check before the run is blocked"),
+    max_answer_tokens: int = typer.Option(MAX_ANSWER_TOKENS, help="the most output tokens one LLM answer may use "
+                                                                  "(below a local server's context length)"),
     check_model: str = typer.Option("", help="model for the runtime check; default: the tiny agent, a tiny "
                                           "local model warm-started on the generated game's turns"),
     check_episodes: int = typer.Option(10, help="episodes of the runtime check's short training run"),
@@ -106,7 +111,8 @@ def run(
     from orchestrator.state import Limits
     from orchestrator.workspace import WorkspaceError
 
-    limits = Limits(max_cost_usd=max_cost, max_tokens=max_tokens, max_attempts_per_check=max_attempts)
+    limits = Limits(max_cost_usd=max_cost, max_tokens=max_tokens, max_attempts_per_check=max_attempts,
+                    max_answer_tokens=max_answer_tokens)
     spec = RuntimeCheckSpec(model=check_model, real_model=check_model not in ("", TINY_AGENT),
                             episodes=check_episodes)
     formal = FormalSpec(model=formal_model, pinned=_pinned_values(formal_set), use_slurm=slurm,
@@ -128,6 +134,7 @@ def resume(
     max_cost: Optional[float] = typer.Option(None, help="a new USD cap"),
     max_tokens: Optional[int] = typer.Option(None, help="a new token cap"),
     llm: Optional[str] = typer.Option(None, help="switch the LLM backend"),
+    max_answer_tokens: Optional[int] = typer.Option(None, help="a new most output tokens for one LLM answer"),
     project_root: Path = RootOption,
 ) -> None:
     """Continue a run from its checkpoint (after a crash, a cap, or from a chosen node)."""
@@ -137,7 +144,8 @@ def resume(
     try:
         with _progress() as on_event:
             outcome = resume_run(project_root, run_id, from_node=from_node, max_cost_usd=max_cost,
-                                 max_tokens=max_tokens, llm=llm, on_event=on_event)
+                                 max_tokens=max_tokens, llm=llm, max_answer_tokens=max_answer_tokens,
+                                 on_event=on_event)
     except (SetupError, WorkspaceError) as exc:
         _bad_input(str(exc))
     _finish(outcome)
@@ -179,8 +187,10 @@ def status(run_id: Optional[str] = typer.Argument(None, help="default: the lates
                   f"skipped: {', '.join(info['skipped']) or '-'}")
     console.print(f"  spent {info['tokens']} tokens, ${info['cost_usd']:.4f}; limits {info['limits']}")
     for node, row in info["ledger"].items():
+        by = answered_by_text(info["answered_by"].get(node, {}), row)
         console.print(f"    {node}: {int(row.get('calls', 0))} calls, {int(row.get('tokens', 0))} tokens, "
-                      f"${row.get('cost_usd', 0.0):.4f}")
+                      f"${row.get('cost_usd', 0.0):.4f}" + (f" ({by})" if by else ""), markup=False,
+                      highlight=False, soft_wrap=True)
     if info["metrics"]:
         console.print(f"  {metrics_line(info['metrics'])}", markup=False, highlight=False, soft_wrap=True)
     if info["last_error"]:

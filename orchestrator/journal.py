@@ -4,7 +4,8 @@
 call that wrote it returns. LangGraph's checkpoint only learns of a node's work when the node returns;
 the journal knows it the moment it happens, so a resume after a crash can reconcile the two:
 
-* ``llm_answer``: an answer the LLM server gave (paid): tag, request hash, text, usage, cost. An
+* ``llm_answer``: an answer the LLM server gave (paid): tag, request hash, text, usage, cost, the backend and
+  model that gave it. An
   answer that no checkpointed ledger row claims is *pending*: the re-run node gets it back for free
   when it asks the same request again (`JournaledLLM`), so it is paid once and counted once.
 * ``llm_reused`` / ``llm_orphaned``: a pending answer served again, or dropped because the request
@@ -98,6 +99,21 @@ class Journal:
         rows = [r for queue in self.pending(ledger).values() for r in queue]
         return (sum(Usage(**r["usage"]).total_tokens for r in rows), sum(r["cost_usd"] for r in rows))
 
+    def answered_by(self, ledger: dict[str, dict[str, Any]]) -> dict[str, dict[str, int]]:
+        """Per node, how many of the answers its ledger row holds each backend and model gave
+        ({"map_roles": {"openai Qwen/Qwen2.5-Coder-7B-Instruct": 2}})."""
+        records = {r["seq"]: r for r in self.records("llm_answer")}
+        by_node: dict[str, dict[str, int]] = {}
+        for node, row in (ledger or {}).items():
+            for seq in row.get("answers") or []:
+                record = records.get(seq)
+                if record is not None:
+                    backend = record.get("backend") or str(record.get("llm", "")).partition(":")[0]
+                    label = f"{backend} {record.get('model') or '?'}"
+                    counts = by_node.setdefault(node, {})
+                    counts[label] = counts.get(label, 0) + 1
+        return by_node
+
     def unclaimed_commits(self, branch: str, claimed_shas: set[str]) -> list[dict[str, Any]]:
         """Commits on `branch` made after the last one a checkpointed attempt names, oldest first."""
         commits = [r for r in self.records("commit") if r.get("branch") == branch]
@@ -125,6 +141,7 @@ class JournaledLLM:
     def __init__(self, inner: LLM, journal: Journal, spec: str,
                  pending: dict[str, list[dict[str, Any]]] | None = None) -> None:
         self.inner, self.journal, self.spec = inner, journal, spec
+        self.max_output_tokens = inner.max_output_tokens
         self.pending = {tag: list(queue) for tag, queue in (pending or {}).items()}
 
     def complete(self, messages: list[Message], *, system: str = "", max_tokens: int = 8192,
@@ -144,7 +161,7 @@ class JournaledLLM:
                                     tag=tag)
         record = self.journal.append(
             "llm_answer", tag=tag, llm=self.spec, request=key, text=reply.text, usage=asdict(reply.usage),
-            cost_usd=reply.cost_usd, model=reply.model, request_id=reply.request_id,
+            cost_usd=reply.cost_usd, backend=reply.backend, model=reply.model, request_id=reply.request_id,
             stop_reason=reply.stop_reason)
         return _folded(record, carried)
 
@@ -156,7 +173,7 @@ def _folded(record: dict[str, Any], carried: list[dict[str, Any]]) -> Reply:
         usage, cost = usage + Usage(**old["usage"]), cost + old["cost_usd"]
     return Reply(text=record["text"], usage=usage, cost_usd=cost, model=record.get("model") or "",
                  request_id=record.get("request_id"), stop_reason=record.get("stop_reason"),
-                 answers=(*(o["seq"] for o in carried), record["seq"]))
+                 answers=(*(o["seq"] for o in carried), record["seq"]), backend=record.get("backend") or "")
 
 
 def journaled(inner: LLM, journal: Journal, spec: str, ledger: dict[str, dict[str, Any]]) -> JournaledLLM:

@@ -48,7 +48,8 @@ from orchestrator.graph import NODES, build_graph
 from orchestrator.halt import halt_point
 from orchestrator.journal import Journal, journaled, write_atomic
 from orchestrator.limits import RunStopped
-from orchestrator.llm import LLMError, make_llm
+from orchestrator.llm import MAX_ANSWER_TOKENS, PRICES_FILE, Backend, LLMError, Reply, load_prices, make_llm
+from orchestrator.llm.reported import ReportedLLM, call_line
 from orchestrator.page import Pipeline, write_page
 from orchestrator.plots import curves_section
 from orchestrator.runlock import WorkspaceBusy, WorkspaceLock, marked_process, run_processes, stop_processes
@@ -88,6 +89,8 @@ def check_limits(limits: Limits) -> None:
         raise SetupError(f"--max-tokens must be 0 or more, got {limits.max_tokens}")
     if limits.max_attempts_per_check < 1:
         raise SetupError(f"--max-attempts must be 1 or more, got {limits.max_attempts_per_check}")
+    if not 1 <= limits.max_answer_tokens <= MAX_ANSWER_TOKENS:
+        raise SetupError(f"--max-answer-tokens must be from 1 to {MAX_ANSWER_TOKENS}, got {limits.max_answer_tokens}")
 
 
 
@@ -177,11 +180,25 @@ def checkpoint_state(run_dir: Path, run_id: str) -> tuple[RunState, tuple[str, .
     return snapshot.values or {}, tuple(snapshot.next)
 
 
-def _llm_or_setup_error(spec: str, **kwargs: Any) -> Any:
+def _llm_or_setup_error(spec: str, root: Path, limits: Limits, **kwargs: Any) -> Backend:
+    """The backend `spec` names, priced from the project's price table; a missing credential, an unknown model or
+    a bad price table is bad input (SetupError)."""
     try:
-        return make_llm(spec, **kwargs)
+        return make_llm(spec, prices=load_prices(root / PRICES_FILE), max_output_tokens=limits.max_answer_tokens,
+                        **kwargs)
     except LLMError as exc:
         raise SetupError(str(exc)) from exc
+
+
+def checked_llm(spec: str, root: Path, limits: Limits) -> Backend:
+    """The backend, after its preflight: its server answers, its credentials and model are known. Nothing is
+    written and nothing is paid for before this passes."""
+    backend = _llm_or_setup_error(spec, root, limits)
+    try:
+        backend.preflight()
+    except LLMError as exc:
+        raise SetupError(str(exc)) from exc
+    return backend
 
 
 def make_context(settings: RunSettings, on_event: Callable[[str], None],
@@ -195,8 +212,15 @@ def make_context(settings: RunSettings, on_event: Callable[[str], None],
         log.record(Event(settings.run_id, tag, "llm_retry", "the API failed in a way worth retrying", line))
         on_event(f"{tag}: {line}")
 
+    def on_reply(tag: str, reply: Reply) -> None:
+        log.record(Event(settings.run_id, tag or "llm", "llm_call", f"asked {inner.label}", call_line(reply),
+                         tokens=reply.usage.total_tokens, cost_usd=reply.cost_usd,
+                         extra={"backend": reply.backend, "model": reply.model, "request_id": reply.request_id,
+                                "stop_reason": reply.stop_reason}))
+
     spec = llm_paths(settings.llm, to_disk, root)  # as run.json has it: the same in a copied project
-    inner = _llm_or_setup_error(settings.llm, answered=journal.answered(spec), on_retry=on_retry)
+    inner = _llm_or_setup_error(settings.llm, root, Limits(**settings.limits), answered=journal.answered(spec),
+                                on_retry=on_retry)
     workspace = Workspace.open(root / "workspace", create=create_workspace)
     workspace.on_commit = lambda sha, parent, node, attempt, branch: journal.append(
         "commit", sha=sha, parent=parent, node=node, attempt=attempt, branch=branch)
@@ -205,7 +229,7 @@ def make_context(settings: RunSettings, on_event: Callable[[str], None],
         f"not committed: {', '.join(files)}"))
     return RunContext(run_id=settings.run_id, project_root=root, source_of_truth=Path(settings.source_of_truth),
                       run_dir=settings.run_dir, workspace=workspace,
-                      llm=journaled(inner, journal, spec, ledger or {}), log=log,
+                      llm=journaled(ReportedLLM(inner, on_reply), journal, spec, ledger or {}), log=log,
                       limits=Limits(**settings.limits), runtime_check=RuntimeCheckSpec(**settings.runtime_check),
                       formal=FormalSpec(**settings.formal), fresh=settings.fresh, on_event=on_event, journal=journal)
 
@@ -237,7 +261,7 @@ def start_run(project_root: Path, *, llm: str, source_of_truth: Path | None = No
     source = (source_of_truth or project_root / "source_of_truth").resolve()
     check_source_of_truth(source)
     runtime_check, formal = checked_specs(runtime_check, formal, source)
-    _llm_or_setup_error(llm)  # a missing API key fails here, before anything is written
+    backend = checked_llm(llm, project_root, limits)  # a missing key, an absent server: refused before any write
     settings = RunSettings(run_id=run_id or new_run_id(), llm=llm, project_root=str(project_root),
                            source_of_truth=str(source), limits=asdict(limits), runtime_check=asdict(runtime_check),
                            formal=asdict(formal), fresh=fresh, until=until)
@@ -250,7 +274,8 @@ def start_run(project_root: Path, *, llm: str, source_of_truth: Path | None = No
         settings.status = "running"
         settings.save()
         ctx.log.record(Event(settings.run_id, "run", "start", "python -m orchestrator run",
-                             f"llm={llm}; source of truth {source}; limits {asdict(limits)}"))
+                             f"llm={llm} ({backend.label}; {backend.price_note}); source of truth {source}; "
+                             f"limits {asdict(limits)}"))
         return _drive(settings, ctx, _first_input(settings), thread(settings.run_id))
 
 
@@ -260,14 +285,17 @@ def _first_input(settings: RunSettings) -> RunState:
 
 def resume_run(project_root: Path, run_id: str, *, from_node: str | None = None,
                max_cost_usd: float | None = None, max_tokens: int | None = None, llm: str | None = None,
+               max_answer_tokens: int | None = None,
                on_event: Callable[[str], None] = lambda line: None) -> RunOutcome:
     project_root = project_root.resolve()
     settings = RunSettings.load(project_root, run_id)
-    raised = {k: v for k, v in (("max_cost_usd", max_cost_usd), ("max_tokens", max_tokens)) if v is not None}
+    raised = {k: v for k, v in (("max_cost_usd", max_cost_usd), ("max_tokens", max_tokens),
+                                ("max_answer_tokens", max_answer_tokens)) if v is not None}
     limits = replace(Limits(**settings.limits), **raised)
     check_limits(limits)
     settings.limits = asdict(limits)
     settings.llm = llm or settings.llm
+    checked_llm(settings.llm, project_root, limits)
     with _holding(project_root, run_id, f"resume {run_id}"):
         previous = settings.status
         unpaid = not Journal(settings.run_dir / "journal.jsonl").records()  # nothing paid for, nothing committed

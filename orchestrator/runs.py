@@ -1,5 +1,6 @@
 """What is known about runs without the training stack: settings (run.json), the state after the last
-checkpoint (state.json), the list of runs and the summary `status` prints.
+checkpoint (state.json), the list of runs and the summary `status` prints (with the backend and model of
+every paid answer, from the journal).
 
 This module imports neither LangGraph, nor torch, nor the anthropic SDK, so `status` and `list` answer
 at once. `runs/RUN_ID/state.json` is written by the runner after every checkpoint (status, next node,
@@ -127,6 +128,15 @@ def spent(state: Mapping[str, Any]) -> tuple[int, float]:
     return int(sum(r.get("tokens", 0) for r in rows)), float(sum(r.get("cost_usd", 0.0) for r in rows))
 
 
+def answered_by_text(counts: Mapping[str, int], row: Mapping[str, Any]) -> str:
+    """Who answered a node's calls, e.g. `openai Qwen/Qwen2.5-Coder-7B-Instruct x2`, and `unpriced` where
+    tokens were spent for $0 (a model no price table names: a server of your own)."""
+    who = ", ".join(f"{label} x{n}" if n > 1 else label for label, n in counts.items())
+    unpriced = row.get("tokens", 0) and not row.get("cost_usd", 0.0)
+    return "; ".join(part for part in (who, "unpriced: $0, no price table names the model" if unpriced else "")
+                     if part)
+
+
 def evidence_lines(evidence: Mapping[str, Any] | None) -> list[str]:
     """report.md's section on the evidence a stopped run ended with ([] when there is none)."""
     if not evidence:
@@ -236,7 +246,8 @@ def run_summary(project_root: Path, run_id: str) -> dict[str, Any]:
         state = state_record(settings.run_dir, settings.status, settings.exit_reason, values, next_nodes)
     ledger = state.get("ledger") or {}
     tokens, cost = spent(state)
-    pending_tokens, pending_cost = Journal(settings.run_dir / "journal.jsonl").pending_spend(ledger)
+    journal = Journal(settings.run_dir / "journal.jsonl")
+    pending_tokens, pending_cost = journal.pending_spend(ledger)
     status = settings.status
     if status == "running" and not WorkspaceLock(project_root).held_by_someone():
         status = "crashed"  # run.json says running but no process holds the workspace
@@ -246,6 +257,6 @@ def run_summary(project_root: Path, run_id: str) -> dict[str, Any]:
             "next": state.get("next") or [], "tokens": tokens + pending_tokens, "cost_usd": cost + pending_cost,
             "pending_tokens": pending_tokens, "limits": settings.limits,
             "attempts": len(state.get("attempts") or []), "skipped": state.get("skipped") or [],
-            "ledger": ledger, "last_error": state.get("last_error") or "",
+            "ledger": ledger, "answered_by": journal.answered_by(ledger), "last_error": state.get("last_error") or "",
             "metrics": latest_formal_metrics(settings.run_dir, state.get("formal_log_dir") or "", state.get("log_format"))
             or state.get("latest_metrics")}

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Callable, TypedDict
 from orchestrator.actionlog import ActionLog
 from orchestrator.checks import RuntimeCheckSpec
 from orchestrator.formal import FormalSpec
-from orchestrator.llm import LLM
+from orchestrator.llm import LLM, MAX_ANSWER_TOKENS
 from orchestrator.workspace import Workspace
 
 GENERATED_DIR = "generated"
@@ -57,6 +57,7 @@ class Limits:
     max_cost_usd: float | None = None  # stop at a node boundary once spent
     max_tokens: int | None = None
     max_attempts_per_check: int = 5  # fix attempts per failing check before the run is blocked
+    max_answer_tokens: int = MAX_ANSWER_TOKENS  # the output budget one answer may reach (a local server's context)
 
 
 @dataclass

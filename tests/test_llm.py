@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -365,9 +366,18 @@ def test_make_llm_specs(monkeypatch):
     assert isinstance(replay, ReplayLLM) and replay.remaining == 3
 
 
-@pytest.mark.parametrize("spec", ["openai", "anthropic:", "replay:", "", "Anthropic"])
+@pytest.mark.parametrize("spec", ["gpt", "anthropic:", "replay:", "", "Anthropic"])
 def test_make_llm_rejects_unknown_specs(spec: str):
-    with pytest.raises(LLMError, match=r"use 'anthropic', 'anthropic:MODEL' or 'replay:PATH'"):
+    with pytest.raises(LLMError) as caught:
+        make_llm(spec)
+    assert str(caught.value) == (f"unknown LLM spec {spec!r}: use 'anthropic[:MODEL]', 'bedrock:MODEL', "
+                                 "'vertex:MODEL', 'openai:MODEL[@URL]' or 'replay:PATH'")
+
+
+@pytest.mark.parametrize("spec, example", [("openai", "openai:Qwen/"), ("bedrock:", "bedrock:us.anthropic.claude-"),
+                                           ("vertex", "vertex:claude-sonnet-4-5@")])
+def test_a_spec_without_its_model_says_how_to_name_one(spec: str, example: str):
+    with pytest.raises(LLMError, match=rf"^--llm {spec!r} names no model: use \w+:MODEL, e.g. {re.escape(example)}"):
         make_llm(spec)
 
 

@@ -37,7 +37,7 @@ from orchestrator.journal import write_atomic
 from orchestrator.page.diffs import CommitDiff, commit_diff
 from orchestrator.page.pipeline import END, START, Pipeline, highlight_css, path_taken, pipeline_svg
 from orchestrator.plots import PLOT_METRICS, PLOTS_DIR, write_curves
-from orchestrator.runs import FORMAL_JOB, job_log, read_state, run_summary
+from orchestrator.runs import FORMAL_JOB, answered_by_text, job_log, read_state, run_summary
 
 PAGE_NAME = "report.html"
 REFRESH_S = 15
@@ -119,10 +119,12 @@ def _attempt_views(project_root: Path, run_dir: Path, attempts: list[Mapping[str
     return views
 
 
-def _cost_rows(ledger: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _cost_rows(ledger: Mapping[str, Mapping[str, Any]],
+               answered_by: Mapping[str, Mapping[str, int]]) -> list[dict[str, Any]]:
     top = max((float(row.get("cost_usd", 0.0)) for row in ledger.values()), default=0.0) or 1.0
     return [{"node": node, "calls": int(row.get("calls", 0)), "tokens": int(row.get("tokens", 0)),
-             "cost": float(row.get("cost_usd", 0.0)), "share": 100.0 * float(row.get("cost_usd", 0.0)) / top}
+             "cost": float(row.get("cost_usd", 0.0)), "share": 100.0 * float(row.get("cost_usd", 0.0)) / top,
+             "by": answered_by_text(answered_by.get(node, {}), row)}
             for node, row in ledger.items()]
 
 
@@ -168,7 +170,7 @@ def render_page(project_root: Path, run_id: str, pipeline: Pipeline | None) -> s
     evidence = state.get("last_evidence") or {}
     return _template().render(
         run_id=run_id, summary=summary, status=status, running=running, refresh_s=REFRESH_S if running else 0,
-        attempts=views, cost_rows=_cost_rows(summary["ledger"]), caps=_caps(summary), svg=Markup(svg),
+        attempts=views, cost_rows=_cost_rows(summary["ledger"], summary["answered_by"]), caps=_caps(summary), svg=Markup(svg),
         svg_note=svg_note, highlight=Markup(css), skipped=state.get("skipped") or [],
         evidence=evidence if status not in ("done", "running") else {},
         updated=_as_of(state, running), open_diff_lines=OPEN_DIFF_LINES)

@@ -1,0 +1,25 @@
+"""The LLM layer: one `complete()` call that returns a `Reply`, behind the backends `--llm` names.
+
+    base.py         the LLM protocol, Reply, Usage, LLMError (what every backend shares)
+    retrying.py     tenacity's retries, the one retry mechanism of every network backend
+    messages.py     Claude's Messages API through the anthropic SDK; `anthropic[:MODEL]`
+    bedrock.py      `bedrock:MODEL`: Claude on Amazon Bedrock (the SDK's AnthropicBedrock)
+    vertex.py       `vertex:MODEL`: Claude on Google Vertex AI (the SDK's AnthropicVertex)
+    openai_chat.py  `openai:MODEL@URL`: any OpenAI-compatible chat completions server (vLLM, SGLang, Ollama, ...)
+    replay.py       `replay:PATH`: a scripted transcript, for tests and the offline demo
+    prices.py       what an answer costs: list prices and the researcher's llm_prices.json
+    reach.py        whether a server answers at all, before a run does any work
+    reported.py     every answered call told to the run's log: the backend and model that answered
+    specs.py        `make_llm(spec)`: the backend a spec names
+"""
+
+from orchestrator.llm.base import MAX_ANSWER_TOKENS, LLM, Backend, LLMError, Message, Reply, Usage
+from orchestrator.llm.messages import DEFAULT_MODEL, AnthropicLLM
+from orchestrator.llm.prices import PRICES_FILE, PriceTable, load_prices, price_usd
+from orchestrator.llm.replay import ReplayLLM
+from orchestrator.llm.retrying import STREAM_ABOVE_MAX_TOKENS
+from orchestrator.llm.specs import SPECS, make_llm
+
+__all__ = ["DEFAULT_MODEL", "LLM", "MAX_ANSWER_TOKENS", "PRICES_FILE", "SPECS", "STREAM_ABOVE_MAX_TOKENS",
+           "AnthropicLLM", "Backend", "LLMError", "Message", "PriceTable", "ReplayLLM", "Reply", "Usage",
+           "load_prices", "make_llm", "price_usd"]
