@@ -108,7 +108,8 @@ def sigv4_signature_matches(request: Request, secret: str = AWS_SECRET) -> bool:
     aws.context["timestamp"] = request.headers["X-Amz-Date"]
     signer = SigV4Auth(Credentials(AWS_KEY, secret), "bedrock", AWS_REGION)
     expected = signer.signature(signer.string_to_sign(aws, signer.canonical_request(aws)), aws)
-    return scheme == "AWS4-HMAC-SHA256" and parts["Credential"].startswith(f"{AWS_KEY}/") and expected == parts["Signature"]
+    return (scheme == "AWS4-HMAC-SHA256" and parts["Credential"].startswith(f"{AWS_KEY}/")
+            and expected == parts["Signature"])
 
 
 # --------------------------------------------------------------------------- the wires
@@ -254,8 +255,9 @@ class OpenAIWire(Wire):
         return Response(data, content_type="text/event-stream", headers={"x-request-id": "req_s"})
 
     def stream_trouble(self) -> Response:
+        trouble = {"error": {"message": "engine overloaded", "type": "server_error", "code": 503}}
         data = (f"data: {json.dumps(self.chunk({'role': 'assistant', 'content': 'par'}))}\n\n"
-                f"data: {json.dumps({'error': {'message': 'engine overloaded', 'type': 'server_error', 'code': 503}})}\n\n")
+                f"data: {json.dumps(trouble)}\n\n")
         return Response(data, content_type="text/event-stream")
 
     def refusal(self, status: int, message: str) -> Response:

@@ -73,8 +73,8 @@ def test_a_run_through_each_platform_writes_the_files_and_names_who_answered(
         cli.main()
     shown = capsys.readouterr().out
     unpriced = "; unpriced: $0, no price table names the model" if spec.startswith("openai") else ""
-    assert f"generate_prompts: 2 calls, " in shown and f"({answered_by} x2{unpriced})" in shown
-    assert f"map_roles: 1 calls, " in shown and f"({answered_by}{unpriced})" in shown
+    assert "generate_prompts: 2 calls, " in shown and f"({answered_by} x2{unpriced})" in shown
+    assert "map_roles: 1 calls, " in shown and f"({answered_by}{unpriced})" in shown
 
     page = render_page(project, "r1", None)
     assert "<th>answered by</th>" in page and page.count(f'<td class="by">{answered_by}') == 5

@@ -179,7 +179,8 @@ def test_server_trouble_inside_a_stream_is_retried(httpserver: HTTPServer, wire:
 
 @pytest.mark.parametrize("status, says", [
     (400, {"bedrock": "rejected the request", "vertex": "rejected the request", "openai": "rejected the request"}),
-    (403, {"bedrock": "AWS_ACCESS_KEY_ID", "vertex": f"project '{VERTEX_PROJECT}' may use", "openai": "OPENAI_API_KEY"}),
+    (403, {"bedrock": "AWS_ACCESS_KEY_ID", "vertex": f"project '{VERTEX_PROJECT}' may use",
+           "openai": "OPENAI_API_KEY"}),
     (404, {"bedrock": f"is it offered in {AWS_REGION}", "vertex": f"is it served in {VERTEX_REGION}",
            "openai": "it usually ends in /v1"}),
 ])

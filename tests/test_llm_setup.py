@@ -94,6 +94,14 @@ def test_bedrock_whose_endpoint_answers_nothing_is_refused(aws, closed_port: int
     assert "ConnectionRefusedError" in message and "check AWS_REGION ('us-east-1')" in message
 
 
+def test_anthropic_whose_endpoint_answers_nothing_is_refused(monkeypatch, closed_port: int):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{closed_port}")
+    message = refused("anthropic")
+    assert message.startswith(f"anthropic: no server answers at http://127.0.0.1:{closed_port}")
+    assert message.endswith("check the network, or ANTHROPIC_BASE_URL where it is set")
+
+
 # --------------------------------------------------------------------------- Vertex
 
 

@@ -11,13 +11,11 @@ import importlib.util
 import json
 import os
 import re
-import selectors
 import shutil
 import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,21 +79,39 @@ def main() -> None:
 
 @dataclass
 class Served:
-    """A running `transformers serve`: its URL, the model id it serves, and every line it has printed."""
+    """A running `transformers serve`: the model id it serves, every line it has printed (read as it prints
+    them), and, once it listens, its URL."""
 
-    url: str
     model: str
+    url: str = ""
     lines: list[str] = field(default_factory=list)
+    ended: bool = False
     changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def first(self, pattern: str, timeout_s: float) -> re.Match | None:
+        """The first printed line matching `pattern`, waiting for it while the server runs (None: it ended or
+        the time ran out first)."""
+        def found() -> re.Match | None:
+            return next((m for m in map(re.compile(pattern).search, self.lines) if m), None)
+
+        with self.changed:
+            self.changed.wait_for(lambda: found() is not None or self.ended, timeout_s)
+            return found()
 
     def wait_for(self, pattern: str, timeout_s: float = 60.0) -> None:
         """Block until a printed line matches `pattern` (the server logs each request as it ends)."""
-        with self.changed:
-            if not self.changed.wait_for(lambda: any(re.search(pattern, line) for line in self.lines), timeout_s):
-                raise AssertionError(f"transformers serve never printed {pattern!r}; last: {self.lines[-3:]}")
+        if self.first(pattern, timeout_s) is None:
+            raise AssertionError(f"transformers serve never printed {pattern!r}; last: {self.lines[-3:]}")
+
+    def settled(self, tag: str) -> None:
+        """Block until every request made so far is in the log: a marker request's own line is (it logs in
+        order)."""
+        urllib.request.urlopen(f"{self.url.removesuffix('/v1')}/health?settle={tag}", timeout=30).close()
+        self.wait_for(rf'"GET /health\?settle={tag} HTTP/1.1"')
 
     def requests(self, method: str, path: str) -> int:
-        return sum(f'"{method} {path} HTTP/1.1"' in line for line in self.lines)
+        with self.changed:
+            return sum(f'"{method} {path} HTTP/1.1"' in line for line in self.lines)
 
 
 def _drain(process: subprocess.Popen, served: Served) -> None:
@@ -103,6 +119,9 @@ def _drain(process: subprocess.Popen, served: Served) -> None:
         with served.changed:
             served.lines.append(line.rstrip("\n"))
             served.changed.notify_all()
+    with served.changed:
+        served.ended = True
+        served.changed.notify_all()
 
 
 @pytest.fixture(scope="module")
@@ -118,10 +137,14 @@ def served(tiny_model_dir: Path) -> Served:
         ["transformers", "serve", str(tiny_model_dir), "--host", "127.0.0.1", "--port", "0", "--device", "cpu",
          "--log-level", "info", "--default-seed", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
+    served = Served(model=str(tiny_model_dir))
+    threading.Thread(target=_drain, args=(process, served), daemon=True).start()
     try:
-        url = _started(process)
-        served = Served(url=f"{url}/v1", model=str(tiny_model_dir))
-        threading.Thread(target=_drain, args=(process, served), daemon=True).start()
+        listening = served.first(r"Uvicorn running on (http://\S+)", START_TIMEOUT_S)
+        if listening is None:
+            why = f"exit {process.wait()}" if served.ended else f"not listening after {START_TIMEOUT_S:.0f} s"
+            pytest.skip(f"transformers serve cannot run here ({why}): {' | '.join(served.lines[-3:])}")
+        served.url = f"{listening.group(1)}/v1"
         yield served
     finally:
         if process.poll() is None:
@@ -131,25 +154,6 @@ def served(tiny_model_dir: Path) -> Served:
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
-
-
-def _started(process: subprocess.Popen) -> str:
-    """The URL the server says it listens on, read from its output as it starts (skip if it cannot start)."""
-    deadline = time.monotonic() + START_TIMEOUT_S
-    seen: list[str] = []
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if not selector.select(timeout=deadline - time.monotonic()):
-                break
-            line = process.stdout.readline()
-            if not line:
-                pytest.skip(f"transformers serve cannot run here (exit {process.wait()}): {' | '.join(seen[-3:])}")
-            seen.append(line.strip())
-            found = re.search(r"Uvicorn running on (http://\S+)", line)
-            if found:
-                return found.group(1)
-    pytest.skip(f"transformers serve did not start within {START_TIMEOUT_S:.0f} s: {' | '.join(seen[-3:])}")
 
 
 def test_the_backend_speaks_to_transformers_serve_plain_and_streamed(served: Served):
@@ -168,11 +172,11 @@ def test_the_backend_speaks_to_transformers_serve_plain_and_streamed(served: Ser
         assert (reply.backend, reply.model, reply.cost_usd) == ("openai", served.model, 0.0)
         assert reply.stop_reason in ("max_tokens", "end_turn") and 0 < reply.usage.output_tokens <= budget
         assert (reply.stop_reason == "max_tokens") == (reply.usage.output_tokens == budget)
-    urllib.request.urlopen(f"{served.url.removesuffix('/v1')}/health", timeout=30).close()
-    served.wait_for(r'"GET /health HTTP/1.1"')
+    served.settled("plain-and-streamed")
     assert served.requests("POST", "/v1/chat/completions") >= 2 and served.requests("GET", "/v1/models") >= 1
 
-    with pytest.raises(LLMError, match=rf"serves no model 'someone-else' \(it serves: {re.escape(repr(served.model))}\)"):
+    served_only = rf"serves no model 'someone-else' \(it serves: {re.escape(repr(served.model))}\)"
+    with pytest.raises(LLMError, match=served_only):
         make_llm(f"openai:someone-else@{served.url}").preflight()
 
 
@@ -182,6 +186,7 @@ def test_a_run_through_transformers_serve_ends_blocked_with_the_nonsense_sent_ba
     (project / "source_of_truth").mkdir(parents=True)
     for name, text in SMALL_TRIPLE.items():
         (project / "source_of_truth" / name).write_text(text)
+    served.settled("before-run")
     chats_before = served.requests("POST", "/v1/chat/completions")
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("OPENAI_API_KEY", None)
@@ -206,8 +211,7 @@ def test_a_run_through_transformers_serve_ends_blocked_with_the_nonsense_sent_ba
     reask = len(AutoTokenizer.from_pretrained(served.model)(render("reask_format", error=""))["input_ids"])
     assert second > first + reask  # the second request carried the nonsense and, after it, the re-ask
 
-    urllib.request.urlopen(f"{served.url.removesuffix('/v1')}/health", timeout=30).close()
-    served.wait_for(r'"GET /health HTTP/1.1"')
+    served.settled("run")
     assert served.requests("POST", "/v1/chat/completions") - chats_before == 2
 
     status = subprocess.run([sys.executable, "-m", "orchestrator", "status", "t1", "--project-root", str(project)],

@@ -146,7 +146,8 @@ class MessagesLLM(RetryingLLM):
     def _rejected(self, err: anthropic.APIStatusError) -> LLMError:
         detail = self._describe(err)
         hint = self._hints().get(err.status_code)
-        verb = {401: "rejected the credentials", 403: "denied access", 404: "found no such resource"}.get(err.status_code)
+        verb = {401: "rejected the credentials", 403: "denied access",
+                404: "found no such resource"}.get(err.status_code)
         if verb and hint:
             return LLMError(f"{self.platform} {verb} ({detail}): {hint}")
         return LLMError(f"{self.platform} rejected the request ({detail}); not retried: "

@@ -170,8 +170,8 @@ def render_page(project_root: Path, run_id: str, pipeline: Pipeline | None) -> s
     evidence = state.get("last_evidence") or {}
     return _template().render(
         run_id=run_id, summary=summary, status=status, running=running, refresh_s=REFRESH_S if running else 0,
-        attempts=views, cost_rows=_cost_rows(summary["ledger"], summary["answered_by"]), caps=_caps(summary), svg=Markup(svg),
-        svg_note=svg_note, highlight=Markup(css), skipped=state.get("skipped") or [],
+        attempts=views, cost_rows=_cost_rows(summary["ledger"], summary["answered_by"]), caps=_caps(summary),
+        svg=Markup(svg), svg_note=svg_note, highlight=Markup(css), skipped=state.get("skipped") or [],
         evidence=evidence if status not in ("done", "running") else {},
         updated=_as_of(state, running), open_diff_lines=OPEN_DIFF_LINES)
 
