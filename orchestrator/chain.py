@@ -113,7 +113,10 @@ class Chain:
         return job_id is not None and any(s.job_id == job_id and s.ended for s in self.segments)
 
     def ended(self, result: JobResult) -> None:
-        """The job of the running segment ended: its runs (one more for each time the cluster requeued it)."""
+        """The job of the running segment ended: its runs (one more for each time the cluster requeued it). A job
+        already taken up (a resume adopted the ending of the job it had recorded last) changes nothing."""
+        if self.running is None and self.segments and self.segments[-1].job_id == result.slurm_job_id:
+            return
         first = self.running or Segment("start")
         if self.running is not None:
             self.segments.pop()

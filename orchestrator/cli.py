@@ -112,6 +112,8 @@ def run(
     sbatch_option: list[str] = SbatchOption,
     max_jobs: int = typer.Option(20, help="SLURM jobs one formal run may take (time limits, preemptions, lost "
                                           "nodes) before it stops for you to resume"),
+    poll_seconds: Optional[float] = typer.Option(None, help="between two looks at the formal job (default: 2 s "
+                                                            "for a local job, 30 s for a SLURM job)"),
     formal_timeout: Optional[float] = typer.Option(None, help="wall-clock cap in seconds for one formal run"),
     hang_seconds: float = typer.Option(1800.0, help="no new update for this long stops the formal run as hung"),
     fresh: bool = typer.Option(False, help="start from an empty workspace branch instead of earlier outputs"),
@@ -131,7 +133,7 @@ def run(
                             episodes=check_episodes)
     formal = FormalSpec(model=formal_model, pinned=_pinned_values(formal_set), use_slurm=slurm,
                         timeout_s=formal_timeout, hang_seconds=hang_seconds,
-                        sbatch_options=_sbatch_options(sbatch_option), max_jobs=max_jobs)
+                        sbatch_options=_sbatch_options(sbatch_option), max_jobs=max_jobs, poll_s=poll_seconds)
     try:
         with _progress() as on_event:
             outcome = start_run(project_root, llm=llm, source_of_truth=source_of_truth, limits=limits,

@@ -190,6 +190,8 @@ def checked_specs(runtime_check: RuntimeCheckSpec, formal: FormalSpec,
         raise SetupError(f"--formal-timeout must be more than 0 seconds, got {formal.timeout_s}")
     if formal.max_jobs < 1:
         raise SetupError(f"--max-jobs must be 1 or more, got {formal.max_jobs}")
+    if formal.poll_s is not None and not formal.poll_s > 0:
+        raise SetupError(f"--poll-seconds must be more than 0, got {formal.poll_s}")
     fields = config_fields(ast.parse((source / "grpo_config.py").read_text())) or {}
     unknown = [key for key in formal.pinned if key not in fields]
     if unknown:

@@ -23,7 +23,8 @@ A SLURM job's ending is classified by its end state (``failure_class``): a time 
 node failure, host memory, or a cancel from outside (``scancel`` by the researcher: "cancelled"); what the
 cluster did is for orchestrator.chain to follow up, never for a fix. A job the cluster requeues (``scontrol
 requeue``, a preemption that requeues) goes back to the queue and runs again under the same id: it is followed
-through, and each time it goes back is a ``Restart`` of the result, with where its log went on from.
+through, and each time it went back (squeue's restart count) is a ``Restart`` of the result, with where in its
+log the rerun began (its start line, or its first update that is not after the ones before).
 
 Only this job's lines count: what an earlier run left in an appended ``train.logs`` is skipped. A job
 given ``locate_log`` has its log searched for again at every poll until it exists, so a template that writes
@@ -164,9 +165,9 @@ class _Watch:
         return self._first
 
     @property
-    def read_count(self) -> int:
+    def all_records(self) -> list[LogRecord]:
         """Every record of the log read so far, this job's and earlier ones'."""
-        return len(self._tail.records)
+        return self._tail.records
 
     def _follow_log(self) -> None:
         if self._locate is None or self._tail.path.exists():
@@ -248,6 +249,10 @@ class _WatchedJob(ABC):
     def _stopped_returncode(self) -> int | None:
         """The exit status of a job we stopped, where there is one."""
 
+    def _restart_count(self) -> int:
+        """How many times the job went back to the queue after it had run (as of the last `_state`)."""
+        return 0
+
     record: Path | None = None
     log_format: LogFormat | None = None  # how train.logs is read (None: the first guess)
     locate_log: LogLocator | None = None  # where train.logs is now: asked at each poll until it exists
@@ -315,6 +320,7 @@ class _WatchedJob(ABC):
                            self._found_log)
             if adopted is not None:
                 self._recorded = {**found, **(self._recorded or {})}
+                self.restarts = [Restart(**r) for r in found.get("restarts", [])]
                 watch.adopt(int(found.get("first_record", 0)))
             earlier = found.get("status") if adopted == "ended" else None
             status, trigger, found_anomalies = self._follow(watch, started)
@@ -347,26 +353,24 @@ class _WatchedJob(ABC):
             returncode, failure_class = self._stopped_returncode(), None
             anomalies = [trigger, *(a for a in found if a is not trigger)] if trigger else found
         stdout_tail, stderr_tail = watch.tails()
-        restarts = [Restart(**r) for r in (self._recorded or {}).get("restarts", [])
-                    if Restart(**r) not in self.restarts] + self.restarts
         return JobResult(status, returncode, anomalies, watch.records, stdout_tail, stderr_tail,
                          (self._clock() - started).total_seconds(), self.slurm_job_id, failure_class, self.nodes,
-                         tuple(restarts), watch.first)
+                         tuple(self.restarts), watch.first)
 
     def _follow(self, watch: _Watch, started: datetime) -> tuple[str, Anomaly | None, list[Anomaly]]:
         """Poll until the job ends ("ended") or we stop it: (status, the anomaly that stopped it, all anomalies)."""
         crash_seen_at: datetime | None = None
-        ran = False
         while True:
             state = self._state()
             if state == "ended":
                 return "ended", None, []
             now = self._clock()
-            if state == "pending" and ran:  # back in the queue after it ran: requeued, it will run its script again
+            if len(self.restarts) < self._restart_count():  # the cluster put it back in the queue: it runs again
                 watch.read()
-                self.restarts.append(Restart("requeued", watch.read_count))
+                while len(self.restarts) < self._restart_count():
+                    since = self.restarts[-1].first_record if self.restarts else watch.first
+                    self.restarts.append(Restart("requeued", rerun_start(watch.all_records, since)))
                 self._save_record(restarts=[vars(r) for r in self.restarts])
-            ran = state == "running"
             if state == "pending":  # time in a queue is not silence
                 watch.last_output_at = now
             found = watch.check(now)
@@ -382,6 +386,21 @@ class _WatchedJob(ABC):
                 self._stop()
                 return "timeout", None, found
             self._sleep(self.poll_s)
+
+
+def rerun_start(records: Sequence[LogRecord], since: int) -> int:
+    """Where in a log the rerun of a requeued job began, the run before it having begun at record `since`: its start
+    line, or its first update that is not after the updates before it; the log's end while it has logged neither."""
+    latest: float | None = None
+    for i in range(since, len(records)):
+        record, update = records[i], records[i].values.get("update")
+        if i > since and record.kind == "start":
+            return i
+        if record.kind == "train" and isinstance(update, float):
+            if latest is not None and update <= latest:
+                return i
+            latest = update
+    return len(records)
 
 
 def _start_ticks(pid: int) -> int | None:
@@ -567,6 +586,7 @@ class SlurmJob(_WatchedJob):
         self._run = run or runner_in(self.cwd)
         self._active = False
         self._accounting: tuple[str, str, str] | None = None  # sacct's State, ExitCode, Reason of the job
+        self._requeued = 0  # squeue's restart count of the job
 
     def _start(self) -> _Ending | None:
         problem = self._unmet_request()
@@ -634,9 +654,11 @@ class SlurmJob(_WatchedJob):
         return stdout, Path(files.get("StdErr", stdout))
 
     def _state(self) -> str:
-        code, out, err = self._run(["squeue", "-h", "-j", str(self.slurm_job_id), "-o", "%T"])
+        code, out, err = self._run(["squeue", "-h", "-j", str(self.slurm_job_id), "-O", "State:32,RestartCnt:12"])
         queued = out.split()
         if code == 0 and queued:
+            if len(queued) > 1 and queued[1].isdigit():
+                self._requeued = int(queued[1])
             return "pending" if queued[0] in _QUEUED else "running"
         if code != 0 and "Invalid job id" not in err:
             return "running"  # the controller did not answer: ask again at the next poll
@@ -710,6 +732,9 @@ class SlurmJob(_WatchedJob):
 
     def _stopped_returncode(self) -> int | None:
         return None
+
+    def _restart_count(self) -> int:
+        return self._requeued
 
 
 # ---------------------------------------------------------------- choosing

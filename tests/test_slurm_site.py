@@ -120,3 +120,10 @@ def test_a_plan_is_estimated_from_the_check_s_pace_scaled_by_tokens_parameters_a
     assert how == "the runtime check's 2.00 s per update x 4 (tokens per update) x 4 (parameters) x 100 updates"
     assert estimate_seconds(pace, {**formal, "updates_total": None, "episodes_total": 80}, None, None)[0] == 2.0 * 4 * 10
     assert estimate_seconds(pace, {"group_generations": 8}, None, None) is None
+
+
+def test_options_given_on_resume_replace_those_of_the_same_key_given_before():
+    from orchestrator.runner import merged_options
+
+    assert merged_options(["--partition=debug", "--account=lab", "--no-requeue"], ["--partition=long", "--qos=high"]) \
+        == ["--account=lab", "--no-requeue", "--partition=long", "--qos=high"]

@@ -394,7 +394,7 @@ def test_slurm_failures_are_classified(tmp_path: Path, sacct: str, output: str, 
 def test_a_requeued_job_is_followed_through_its_rerun_under_the_same_id(tmp_path: Path) -> None:
     """`scontrol requeue` (or a preemption that requeues): the job goes back to the queue and runs its script again,
     resumed; it is one job, submitted once, its restart noted with where its log went on from, its end its own."""
-    states = ["RUNNING", "RUNNING", "PENDING", "PENDING", "RUNNING", None]
+    states = ["RUNNING 0", "RUNNING 0", "PENDING 1", "PENDING 1", "RUNNING 1", None]  # squeue's state, restart count
     appends = {0: ["start updates=3", TRAIN.format(u=1, e=8)], 1: [TRAIN.format(u=2, e=16)],
                4: ["start updates=3 resumed_at=1", TRAIN.format(u=2, e=16), TRAIN.format(u=3, e=24),
                    "done updates=3"]}

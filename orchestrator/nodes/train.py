@@ -287,6 +287,7 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
         job_args = deliver(roles, {**delivered, **plan.changes}, code / "grpo_config.py") if plan.changes else args
         return make_job(code / LAUNCH_SCRIPT, job_args, use_slurm=use_slurm, log_path=folder / LOG_NAME,
                         locate_log=lambda: find_log(folder), timeout_s=ctx.formal.timeout_s,
+                        poll_s=ctx.formal.poll_s,
                         monitor=replace(MonitorConfig(), hang_seconds=ctx.formal.hang_seconds),
                         on_progress=lambda p: ctx.on_event(describe(p, planned)), record=record,
                         log_format=log_format, cluster=machine.cluster(),
@@ -306,15 +307,15 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
 
     end = run_chain(chain, start, record, first_cause=first_cause, first_note=first_note, outputs=folder,
                     situation=situation, run=runner_in(code), on_step=on_step)
-    if end.stop is not None:
-        stopped = {"check": "formal_train", "kind": end.stop.status, "summary": end.stop.reason,
-                   "text": end.stop.reason}
-        raise (Cancelled(end.stop.reason) if end.stop.status == CANCELLED else MachineFault(end.stop.reason, stopped))
     result = end.result
-    config = {**config, **chain.plan.changes}
     for name, text in (("job.stdout", result.stdout_tail), ("job.stderr", result.stderr_tail)):
         (folder / name).write_text(text)
     collect_logs(folder)
+    if end.stop is not None:  # the attempt goes on after `resume`: its record and commit come when it ends
+        stopped = {"check": "formal_train", "kind": end.stop.status, "summary": end.stop.reason,
+                   "text": end.stop.reason}
+        raise (Cancelled(end.stop.reason) if end.stop.status == CANCELLED else MachineFault(end.stop.reason, stopped))
+    config = {**config, **chain.plan.changes}
     plots_dir = ctx.run_dir / PLOTS_DIR / job_name
     where = stop_marks(result)
     restarted = restarts(chain.segments, read_log(folder / LOG_NAME, log_format))
@@ -405,7 +406,8 @@ def within_limits(state: RunState, ctx: RunContext, machine: ProbeResult, code: 
     if problem is not None:
         reason = f"formal_train refused before sbatch: {problem}; then `python -m orchestrator resume {ctx.run_id}`"
         ctx.log.record(Event(ctx.run_id, "formal_train", "environment", "the plan must fit the partition's limits",
-                             reason))
+                             reason, extra={"sbatch_options": describe_options(site)}))
+        ctx.on_event(f"formal_train: sbatch options {describe_options(site)}")
         raise MachineFault(reason, {"check": "formal_train", "kind": "environment", "summary": reason,
                                     "text": f"{limits.describe() if limits else ''}\n{request.describe()}"})
 
