@@ -267,15 +267,16 @@ def _more_memory(result: JobResult, s: Situation, what: str, goes_on: str) -> Re
                             f"{goes_on}")
     micro, accumulation = s.roles.field_of("micro_batch"), s.roles.field_of("accumulation_steps")
     size = s.values.get(micro) if micro else None
-    if not isinstance(size, int) or isinstance(size, bool) or size < 2:
+    if micro is None or not isinstance(size, int) or isinstance(size, bool) or size < 2:
         return Stop(ENVIRONMENT, f"{what} with the whole memory of a node and a micro-batch that cannot shrink "
                                  "further: lower the group size or the token caps (--formal-set), or choose nodes "
                                  f"with more memory (--sbatch-option partition=...); then `{s.resume}`")
-    changes = {**s.plan.changes, micro: size // 2}
+    changes: dict[str, Any] = {**s.plan.changes, micro: size // 2}
     steps = s.values.get(accumulation) if accumulation else None
-    if isinstance(steps, int) and not isinstance(steps, bool):
+    kept = ""
+    if accumulation is not None and isinstance(steps, int) and not isinstance(steps, bool):
         changes[accumulation] = steps * 2
-    kept = f" and {accumulation} {steps} -> {steps * 2}" if accumulation in changes else ""
+        kept = f" and {accumulation} {steps} -> {steps * 2}"
     return Resubmit(replace(s.plan, changes=changes),
                     f"{what}; the next job trains with {micro} {size} -> {size // 2}{kept} and {goes_on}")
 

@@ -50,7 +50,8 @@ def seconds_per_update(records: list[LogRecord]) -> float | None:
 
 def tokens_per_update(values: dict[str, Any]) -> float:
     """What one update generates, by role (an unmapped role taken as the memory arithmetic assumes it)."""
-    v = {role: values.get(role) if values.get(role) is not None else ASSUMED.get(role, 1) for role in WORK_ROLES}
+    v: dict[str, int] = {role: values[role] if values.get(role) is not None else ASSUMED.get(role, 1)
+                         for role in WORK_ROLES}
     caps = v["thinking_cap"] + v["action_cap"]  # both stages generate, whether they share one cap field or not
     return float(v["group_generations"] * v["agent_count"] * v["episode_turns"] * max(caps, 1))
 

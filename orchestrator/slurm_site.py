@@ -99,14 +99,14 @@ def slurm_seconds(text: str) -> int | None:
     match = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", text)
     if not match:
         raise ValueError(f"{text!r} is not a SLURM time (MINUTES, HH:MM:SS, D-HH:MM:SS, ...)")
-    days, first, second, third = (int(g) if g is not None else None for g in match.groups())
+    days, first, second, third = match.groups()
     if days is not None:  # days-hours[:minutes[:seconds]]
-        return ((days * 24 + first) * 60 + (second or 0)) * 60 + (third or 0)
+        return ((int(days) * 24 + int(first)) * 60 + int(second or 0)) * 60 + int(third or 0)
     if third is not None:  # hours:minutes:seconds
-        return (first * 60 + second) * 60 + third
+        return (int(first) * 60 + int(second)) * 60 + int(third)
     if second is not None:  # minutes:seconds
-        return first * 60 + second
-    return first * 60  # minutes
+        return int(first) * 60 + int(second)
+    return int(first) * 60  # minutes
 
 
 def clock(seconds: float | None) -> str:

@@ -8,7 +8,6 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
 
 from orchestrator.chain import Chain, Plan, Resubmit, Situation, Stop, follow_up, restarts, run_chain
 from orchestrator.logformat import parse_log

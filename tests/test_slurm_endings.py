@@ -37,7 +37,6 @@ import pytest
 import slurm_cluster
 from conftest import ROOT, SOURCE_OF_TRUTH, reference_replies, write_transcript
 
-from orchestrator.demo import example
 from orchestrator.logformat import read_log
 from orchestrator.monitor import current_run
 from orchestrator.runs import formal_jobs

@@ -230,6 +230,9 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     fresh = not record.exists() and not (folder / CHAIN_FILE).exists()
     if fresh:
         shutil.rmtree(folder, ignore_errors=True)
+    elif not record.exists():  # it goes on after a stop: the copies at the top come again when it ends, and until
+        for name in (LOG_NAME, SAMPLE_LOG_NAME):  # then the search for the live log must not find them
+            (folder / name).unlink(missing_ok=True)
     (folder / LOGS).mkdir(parents=True, exist_ok=True)
     resumable = roles.field_of("resume_from") is not None
     config = {**config, **roles.to_fields({"output_folder": str(folder / OUTPUTS), "log_folder": str(folder / LOGS),
