@@ -3,7 +3,8 @@
 Exit codes: 0 the run finished (done); 1 it ended blocked or failed; 2 bad input (missing source of
 truth, missing API key, unknown run or node); 3 stopped by the cost/token cap (resume with a higher
 cap); 4 stopped by a fault of the machine, not the code (`environment`: set or install what its reason
-says, then resume); 130 interrupted (resume continues).
+says, then resume); 5 the formal run's SLURM job was cancelled from outside (`cancelled`: resume goes on from its
+checkpoint); 130 interrupted (resume continues).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from rich.table import Table
 
 from orchestrator.formal import DEFAULT_MODEL
 from orchestrator.llm.base import MAX_ANSWER_TOKENS
-from orchestrator.runs import (SetupError, answered_by_text, from_disk, list_runs, metrics_line, run_summary,
-                               spent)
+from orchestrator.runs import (SetupError, answered_by_text, from_disk, jobs_line, list_runs, metrics_line,
+                               run_summary, spent)
 from orchestrator.tiny_agent import TINY_AGENT
 
 if TYPE_CHECKING:
@@ -55,7 +56,8 @@ def _progress() -> Iterator[Callable[[str], None]]:
 
 
 def _finish(outcome: RunOutcome) -> None:
-    colour = {"done": "green", "budget": "yellow", "environment": "yellow"}.get(outcome.status, "red")
+    colour = {"done": "green", "budget": "yellow", "environment": "yellow", "cancelled": "yellow"}.get(
+        outcome.status, "red")
     console.print(f"[bold {colour}]{outcome.status}[/] run {outcome.run_id}: {outcome.reason or 'finished'}")
     console.print(f"  history: python -m orchestrator history {outcome.run_id}   "
                   f"status: python -m orchestrator status {outcome.run_id}")
@@ -65,6 +67,21 @@ def _finish(outcome: RunOutcome) -> None:
 def _bad_input(message: str) -> None:
     console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)  # one line, however long
     raise typer.Exit(2)
+
+
+def _sbatch_options(pairs: list[str]) -> tuple[str, ...]:
+    from orchestrator.slurm_site import option_flag
+
+    try:
+        return tuple(option_flag(pair) for pair in pairs)
+    except ValueError as exc:
+        _bad_input(str(exc))
+        raise  # unreachable: _bad_input exits
+
+
+SbatchOption = typer.Option([], "--sbatch-option", help="KEY=VALUE (or KEY) for sbatch, e.g. partition=long, "
+                                                       "account=lab, qos=high, time=2-00:00:00; repeatable; wins over "
+                                                       "SBATCH_* variables and the script's #SBATCH lines")
 
 
 def _pinned_values(pairs: list[str]) -> dict:
@@ -97,6 +114,11 @@ def run(
                                            f"without ('{TINY_AGENT}' asks for it anywhere)"),
     formal_set: list[str] = typer.Option([], help="KEY=VALUE config values that win over the LLM's proposal"),
     slurm: bool = typer.Option(False, help="sbatch the formal run when SLURM is present"),
+    sbatch_option: list[str] = SbatchOption,
+    max_jobs: int = typer.Option(20, help="SLURM jobs one formal run may take (time limits, preemptions, lost "
+                                          "nodes) before it stops for you to resume"),
+    poll_seconds: Optional[float] = typer.Option(None, help="between two looks at the formal job (default: 2 s "
+                                                            "for a local job, 30 s for a SLURM job)"),
     formal_timeout: Optional[float] = typer.Option(None, help="wall-clock cap in seconds for one formal run"),
     hang_seconds: float = typer.Option(1800.0, help="no new update for this long stops the formal run as hung"),
     fresh: bool = typer.Option(False, help="start from an empty workspace branch instead of earlier outputs"),
@@ -116,7 +138,8 @@ def run(
     spec = RuntimeCheckSpec(model=check_model, real_model=check_model not in ("", TINY_AGENT),
                             episodes=check_episodes)
     formal = FormalSpec(model=formal_model, pinned=_pinned_values(formal_set), use_slurm=slurm,
-                        timeout_s=formal_timeout, hang_seconds=hang_seconds)
+                        timeout_s=formal_timeout, hang_seconds=hang_seconds,
+                        sbatch_options=_sbatch_options(sbatch_option), max_jobs=max_jobs, poll_s=poll_seconds)
     try:
         with _progress() as on_event:
             outcome = start_run(project_root, llm=llm, source_of_truth=source_of_truth, limits=limits,
@@ -135,9 +158,10 @@ def resume(
     max_tokens: Optional[int] = typer.Option(None, help="a new token cap"),
     llm: Optional[str] = typer.Option(None, help="switch the LLM backend"),
     max_answer_tokens: Optional[int] = typer.Option(None, help="a new most output tokens for one LLM answer"),
+    sbatch_option: list[str] = SbatchOption,
     project_root: Path = RootOption,
 ) -> None:
-    """Continue a run from its checkpoint (after a crash, a cap, or from a chosen node)."""
+    """Continue a run from its checkpoint (after a crash, a cap, a cancelled job, or from a chosen node)."""
     from orchestrator.runner import resume_run
     from orchestrator.workspace import WorkspaceError
 
@@ -145,6 +169,7 @@ def resume(
         with _progress() as on_event:
             outcome = resume_run(project_root, run_id, from_node=from_node, max_cost_usd=max_cost,
                                  max_tokens=max_tokens, llm=llm, max_answer_tokens=max_answer_tokens,
+                                 sbatch_options=_sbatch_options(sbatch_option),
                                  on_event=on_event)
     except (SetupError, WorkspaceError) as exc:
         _bad_input(str(exc))
@@ -193,6 +218,8 @@ def status(run_id: Optional[str] = typer.Argument(None, help="default: the lates
                       highlight=False, soft_wrap=True)
     if info["metrics"]:
         console.print(f"  {metrics_line(info['metrics'])}", markup=False, highlight=False, soft_wrap=True)
+    if info["jobs"] and (len(info["jobs"]["jobs"]) > 1 or info["jobs"]["jobs"][0].get("job_id")):
+        console.print(f"  {jobs_line(info['jobs'])}", markup=False, highlight=False, soft_wrap=True)
     if info["last_error"]:
         console.print(f"  last error: {info['last_error']}")
 

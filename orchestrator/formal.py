@@ -28,6 +28,9 @@ class FormalSpec:
     use_slurm: bool = False  # sbatch the launch script when SLURM is present
     timeout_s: float | None = None  # wall-clock cap for one formal run
     hang_seconds: float = 1800.0  # no new update for this long -> stopped as hung
+    sbatch_options: tuple[str, ...] = ()  # the researcher's --sbatch-option KEY=VALUE, as sbatch's --KEY=VALUE
+    max_jobs: int = 20  # SLURM jobs one process follows in a formal run's chain (time limits, preemptions, ...)
+    poll_s: float | None = None  # between two looks at the formal job (None: 2 s for a local job, 30 s for SLURM)
 
 
 def config_values(config_cls: type) -> dict[str, Any]:

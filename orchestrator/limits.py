@@ -3,7 +3,8 @@
 A node that is about to spend tokens calls `ensure_budget` first. Exceeding a cap raises
 `BudgetExceeded` before any work starts, so the checkpoint still points at that node and
 `resume --max-cost/--max-tokens` re-enters it without re-paying for finished nodes. A check whose
-failure is the machine's raises `MachineFault` the same way: `resume` re-runs the check, not a fix.
+failure is the machine's raises `MachineFault` the same way: `resume` re-runs the check, not a fix; a formal
+run whose job the researcher cancelled raises `Cancelled`: `resume` goes on with the next job.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ class MachineFault(RunStopped):
     def __init__(self, reason: str, evidence: dict | None = None) -> None:
         super().__init__(reason)
         self.evidence = evidence
+
+
+class Cancelled(RunStopped):
+    """The researcher cancelled the formal run's job from outside (scancel): no fix is asked for; the run stops with
+    formal_train still next, and `resume` starts the next job, which goes on from the checkpoint."""
+
+    status = "cancelled"
 
 
 def ensure_budget(state: RunState, limits: Limits, node: str) -> None:

@@ -2,7 +2,8 @@
 
 ``write_manifest`` records package versions, Python and platform, CUDA, driver and GPU names (from
 the probe), seeds, the training config, the sha256 of every source-of-truth file, the model id,
-the LLM request ids and the workspace's git commit, as one JSON file.
+the LLM request ids and the workspace's git commit, as one JSON file; for a SLURM run also the sbatch
+options used, each with where it came from, and (``record_jobs``) every job of the run's chain.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def _hardware(probe: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_manifest(path: Path, *, run_id: str, config: dict, model_id: str, probe: dict, source_of_truth: Path,
-                   request_ids: list[str], seeds: dict, workspace_sha: str | None = None) -> dict:
+                   request_ids: list[str], seeds: dict, workspace_sha: str | None = None,
+                   slurm: dict | None = None) -> dict:
     """Write the manifest as JSON to ``path`` and return it; ``probe`` is a ``ProbeResult.to_dict()``."""
     manifest = {
         "run_id": run_id,
@@ -70,6 +72,7 @@ def write_manifest(path: Path, *, run_id: str, config: dict, model_id: str, prob
         "source_of_truth": source_hashes(Path(source_of_truth)),
         "request_ids": list(request_ids),
         "workspace_sha": workspace_sha,
+        **({"slurm": slurm} if slurm is not None else {}),
     }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -106,3 +109,10 @@ def record_job_config(path: Path, planned: dict, saved: Path, ran: dict) -> dict
     manifest.update(job_config=ran, job_config_file=str(saved), job_config_differs=differs)
     Path(path).write_text(json.dumps(manifest, indent=2) + "\n")
     return differs
+
+
+def record_jobs(path: Path, jobs: list[dict]) -> None:
+    """Add the jobs the run took (orchestrator.chain's segments: cause, SLURM id, ending, nodes) to the manifest."""
+    manifest = json.loads(Path(path).read_text())
+    manifest["jobs"] = jobs
+    Path(path).write_text(json.dumps(manifest, indent=2) + "\n")

@@ -37,9 +37,11 @@ The collapse drop is absolute, in reward units: the Cleanup game pays +1 per app
 5-update average of group means.
 
 Each detector reports the first update where its condition holds, so repeated polls of a
-growing log give the same answer. ``detect_all``, ``progress`` and ``summarize_trends`` look at
-the latest run only (records from the last start line on), because the template appends to
-``train.logs`` and a relaunch into the same log folder continues the old file.
+growing log give the same answer. ``detect_all``, ``progress`` and ``summarize_trends`` read one run
+across its jobs (``current_run``): the template appends to ``train.logs``, a job resumed from a
+checkpoint logs again the updates after it, and a relaunch from scratch starts again at update 1; each
+update is read once, with the values of the job that went on, so an update seen again after a resume is
+no anomaly. The hang detector looks at the process that logs now (from the last start line on).
 """
 
 from __future__ import annotations
@@ -97,7 +99,23 @@ class Progress:
 
 
 def current_run(records: Sequence[LogRecord]) -> list[LogRecord]:
-    """The records from the last start line on (all of them when there is none)."""
+    """The latest run across its jobs, each update once: a train record whose update is not after the latest one
+    so far (a job resumed from its checkpoint at update k logs k + 1 again; a relaunch from scratch logs 1 again)
+    replaces every earlier record from that update on (train, eval, done); start lines stay where they were."""
+    kept: list[LogRecord] = []
+    latest: int | None = None
+    for record in records:
+        update = _update(record)
+        if record.kind == "train" and update is not None:
+            if latest is not None and update <= latest:
+                kept = [r for r in kept if r.kind == "start" or ((u := _update(r)) is not None and u < update)]
+            latest = update
+        kept.append(record)
+    return kept
+
+
+def since_last_start(records: Sequence[LogRecord]) -> list[LogRecord]:
+    """The records of the process that logs now: from the last start line on (all of them when there is none)."""
     starts = [i for i, r in enumerate(records) if r.kind == "start"]
     return list(records[starts[-1]:] if starts else records)
 
@@ -243,7 +261,7 @@ def _naive_local(moment: datetime) -> datetime:
 
 def detect_hang(records: Sequence[LogRecord], now: datetime, last_output_at: datetime | None,
                 config: MonitorConfig) -> Anomaly | None:
-    run = current_run(records)
+    run = since_last_start(current_run(records))
     if any(r.kind == "done" for r in run):
         return None
     # an eval line is progress too: it comes after its update's train line

@@ -7,7 +7,8 @@ found under the monitor's canonical name first, then by a pattern over the logge
 researcher's template spells its metrics its own way (``clip_frac_high``, ``response_length_mean``,
 ``invalid_parse_rate``, ...). A non-finite value (nan, inf) gets a red dashed vertical line at its
 update; marks given by the caller (the anomaly that stopped a formal run, the update it stopped at) are
-vertical lines too. matplotlib is imported only when drawing, and a missing matplotlib or an empty log gives a
+vertical lines too, and so is every restart of a run that went on across jobs (a time limit, a requeue, ...:
+orchestrator.chain), labelled with its cause and job id, at the update it went on from. matplotlib is imported only when drawing, and a missing matplotlib or an empty log gives a
 one-line reason instead of an error: curves never fail a run.
 
 Files: ``runs/RUN_ID/plots/formal-N/METRIC.png``.
@@ -41,6 +42,7 @@ PLOT_METRICS: dict[str, tuple[str, str]] = {
 STOP_MARK = "stopped"  # the label of the mark at the update a stopped run ended on: black dash-dot
 _MARK_STYLES = {STOP_MARK: {"color": "black", "linestyle": "-."}}
 _ANOMALY_STYLE = {"color": "darkorange", "linestyle": ":"}  # any other mark: an anomaly where it was found
+_RESTART_STYLE = {"color": "tab:blue", "linestyle": "--", "alpha": 0.6}  # a job that went on from a checkpoint
 
 
 @dataclass(frozen=True)
@@ -89,10 +91,11 @@ def latest_metrics(log_path: Path, log_format: LogFormat | None = None) -> dict[
 
 
 def write_curves(log_path: Path, out_dir: Path, title: str, log_format: LogFormat | None = None,
-                 marks: Sequence[tuple[int, str]] = ()) -> Curves:
+                 marks: Sequence[tuple[int, str]] = (), restarts: Sequence[tuple[int, str]] = ()) -> Curves:
     """One PNG per metric present in the log at `log_path` (or the event files beside it), into `out_dir`; each
-    (update, label) of `marks` (an anomaly, the update a stopped run ended on) is a vertical line at that
-    update on every curve."""
+    (update, label) of `marks` (an anomaly, the update a stopped run ended on) and of `restarts` (a job that went
+    on from its checkpoint at that update: its cause and job id) is a vertical line at that update on every
+    curve."""
     series = log_series(log_path, log_format)
     if not series:
         return Curves([], f"no curves: {log_path} holds no train line with a known metric"
@@ -115,6 +118,8 @@ def write_curves(log_path: Path, out_dir: Path, title: str, log_format: LogForma
             axes.axvline(update, color="red", linestyle="--", linewidth=1, label="nan / inf" if i == 0 else None)
         for update, label in marks:
             axes.axvline(update, linewidth=1.2, label=f"{label} ({update})", **_MARK_STYLES.get(label, _ANOMALY_STYLE))
+        for update, label in restarts:
+            axes.axvline(update, linewidth=1.0, label=f"restart: {label} from {update}", **_RESTART_STYLE)
         axes.set(title=f"{title}: {metric}", xlabel="update", ylabel=metric)
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         axes.grid(alpha=0.3)

@@ -5,8 +5,9 @@ means "not there", and a machine without GPUs is a valid answer, never an error.
 Commands go through an injectable runner so tests can fake their output.
 
 SLURM is asked once, with a short timeout: a client whose controller does not answer makes
-``sinfo`` wait about 10 s, and the answer (the nodes and their sizes) is the run's, kept in
-``probe.json`` and the run state, not asked again.
+``sinfo`` wait about 10 s, and the answer (the nodes and their sizes, and each partition's limits from
+``scontrol show partition``: MaxTime, MaxNodes, MaxMemPerNode, ...) is the run's, kept in ``probe.json``
+and the run state, not asked again.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from orchestrator.execution import run_command
+from orchestrator.slurm_site import PartitionLimits, clock, parse_partitions
 
 Runner = Callable[[list[str]], tuple[int, str, str]]
 
@@ -35,6 +37,7 @@ _SINFO_LINES = 10
 SINFO_TIMEOUT_S = 5.0  # a controller that does not answer in this long counts as no SLURM
 # one line per node and partition: name|partition (default marked *)|CPUs|memory MB|gres|state
 SINFO_NODES = ["sinfo", "-h", "-N", "-o", "%N|%P|%c|%m|%G|%T"]
+PARTITIONS = ["scontrol", "show", "partition", "-o"]  # each partition's limits, one line each
 
 
 @dataclass
@@ -72,9 +75,15 @@ def _gres_gpus(gres: str) -> int:
 class SlurmCluster:
     nodes: list[SlurmNode]
     default_partition: str | None  # None when no partition is marked default
+    partitions: tuple[PartitionLimits, ...] = ()  # each partition's limits, where scontrol said them
 
     def describe(self) -> str:
         return "; ".join(node.describe() for node in self.nodes) or "no nodes"
+
+    def limits(self, partition: str | None) -> PartitionLimits | None:
+        """The limits of `partition` (None: the default one), where known."""
+        name = partition or self.default_partition
+        return next((p for p in self.partitions if p.name == name), None)
 
 
 def parse_slurm_nodes(text: str) -> SlurmCluster:
@@ -98,12 +107,16 @@ def parse_slurm_nodes(text: str) -> SlurmCluster:
 
 
 def slurm_cluster(run: Runner) -> SlurmCluster | str:
-    """The cluster's nodes and default partition, from one ``sinfo``; or why there are none (a message)."""
+    """The cluster's nodes and default partition, from one ``sinfo``, and its partitions' limits from one
+    ``scontrol show partition`` (none when it fails); or why there are no nodes (a message)."""
     code, out, err = run(SINFO_NODES)
     if code != 0:
         reason = "timed out" if code == 124 else (err.strip().splitlines() or [f"exit code {code}"])[-1]
         return f"sinfo failed: {reason}"
-    return parse_slurm_nodes(out)
+    cluster = parse_slurm_nodes(out)
+    code, out, _ = run(PARTITIONS)
+    limits = tuple(parse_partitions(out).values()) if code == 0 else ()
+    return SlurmCluster(cluster.nodes, cluster.default_partition, limits)
 
 
 @dataclass
@@ -121,6 +134,7 @@ class ProbeResult:
     hostname: str
     platform: str
     slurm_nodes: list[SlurmNode] = field(default_factory=list)
+    slurm_partition_limits: list[PartitionLimits] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -132,13 +146,16 @@ class ProbeResult:
         values["gpus"] = [GPU(**gpu) for gpu in data.get("gpus", [])]
         values["slurm_nodes"] = [SlurmNode(**{**node, "partitions": tuple(node["partitions"])})
                                  for node in data.get("slurm_nodes", [])]
+        values["slurm_partition_limits"] = [PartitionLimits(**limits)
+                                            for limits in data.get("slurm_partition_limits", [])]
         return cls(**values)
 
     def cluster(self) -> SlurmCluster | None:
         """The SLURM nodes the probe saw; None when it saw none."""
         if not self.slurm_nodes:
             return None
-        return SlurmCluster(self.slurm_nodes, self.slurm_partitions[0] if self.slurm_partitions else None)
+        return SlurmCluster(self.slurm_nodes, self.slurm_partitions[0] if self.slurm_partitions else None,
+                            tuple(self.slurm_partition_limits))
 
     def summary(self) -> str:
         """A few human-readable lines."""
@@ -160,6 +177,7 @@ class ProbeResult:
             sizes = Counter((n.cpus, n.memory_mb, n.gpus) for n in self.slurm_nodes)
             slurm += "".join(f"; {count} node(s) of {cpus} CPUs, {mb} MB, {gpus} GPU(s)"
                              for (cpus, mb, gpus), count in sizes.items())
+            slurm += "".join(f"; {p.name} MaxTime {clock(p.max_time_s)}" for p in self.slurm_partition_limits)
         else:
             slurm = f"SLURM: not available{f' ({self.slurm_info})' if self.slurm_info else ''}"
         return "\n".join(
@@ -223,16 +241,16 @@ def _torch_gpus() -> list[GPU]:
     return gpus
 
 
-def _slurm(run: Runner) -> tuple[bool, list[str], str | None, list[SlurmNode]]:
-    """SLURM usable (a controller answered), its partitions (default first), what sinfo said, its nodes."""
+def _slurm(run: Runner) -> tuple[bool, list[str], str | None, SlurmCluster | None]:
+    """SLURM usable (a controller answered), its partitions (default first), what sinfo said, the cluster."""
     found = slurm_cluster(run)
     if isinstance(found, str):
         missing = "command not found" in found
-        return False, [], None if missing else found, []
+        return False, [], None if missing else found, None
     partitions = sorted(dict.fromkeys(p for node in found.nodes for p in node.partitions),
                         key=lambda p: p != found.default_partition)
     info = "\n".join(f"{node.describe()} partitions={','.join(node.partitions)}" for node in found.nodes[:_SINFO_LINES])
-    return True, partitions, info or None, found.nodes
+    return True, partitions, info or None, found
 
 
 def _memory_total_gib() -> float:
@@ -255,7 +273,7 @@ def probe(run: Runner | None = None) -> ProbeResult:
     torch_version, torch_cuda, torch_available = _torch()
     if not gpus and torch_available:
         gpus = _torch_gpus()
-    slurm, partitions, info, nodes = _slurm(run or functools.partial(run_command, timeout_s=SINFO_TIMEOUT_S))
+    slurm, partitions, info, cluster = _slurm(run or functools.partial(run_command, timeout_s=SINFO_TIMEOUT_S))
     return ProbeResult(
         gpus=gpus,
         cuda_version=cuda or torch_cuda,
@@ -269,5 +287,6 @@ def probe(run: Runner | None = None) -> ProbeResult:
         memory_total_gib=_memory_total_gib(),
         hostname=socket.gethostname(),
         platform=platform.platform(),
-        slurm_nodes=nodes,
+        slurm_nodes=cluster.nodes if cluster else [],
+        slurm_partition_limits=list(cluster.partitions) if cluster else [],
     )

@@ -52,6 +52,8 @@ ROLES: dict[str, Role] = {
     "eval_every": Role("int", "interval between evaluations"),
     "save_every": Role("int", "interval between checkpoints"),
     "kl_coef": Role("float", "KL coefficient to the frozen reference (0: no reference model)"),
+    "resume_from": Role("str", 'where training resumes: given "latest", the newest checkpoint in the output folder '
+                               '(a fresh start while there is none), so a restarted job goes on from it'),
 }
 SHARED_ROLES = {"thinking_cap", "action_cap"}  # may name the same field: one cap for both stages
 
@@ -192,6 +194,7 @@ _HINTS: dict[str, tuple[tuple[frozenset[str], ...], frozenset[str]]] = {
     "save_every": ((frozenset({"save", "interval"}), frozenset({"save", "steps"}), frozenset({"save", "every"}),
                     frozenset({"save", "freq"})), frozenset({"total", "limit"})),
     "kl_coef": ((frozenset({"beta"}), frozenset({"kl", "coef"}), frozenset({"kl", "coeff"})), frozenset()),
+    "resume_from": ((frozenset({"resume"}),), frozenset()),
 }
 # a field whose help text names agents or players counts as the agent count when its name does not say so
 _AGENT_WORDS = re.compile(r"\b(agents?|players?)\b", re.I)

@@ -35,7 +35,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -61,7 +61,8 @@ from orchestrator.workspace import Workspace, WorkspaceError
 from orchestrator.rules import CONFIG_CLASS, config_fields
 from orchestrator.source_check import check_source_of_truth
 
-EXIT_CODES = {"done": 0, "blocked": 1, "failed": 1, "budget": 3, "environment": 4, "interrupted": 130}
+EXIT_CODES = {"done": 0, "blocked": 1, "failed": 1, "budget": 3, "environment": 4, "cancelled": 5,
+              "interrupted": 130}
 CRASHED = ("running", "interrupted")  # statuses a resume may find half-done work after
 PAGE_LIVE_S = 10.0  # between two rewrites of report.html inside one node (a formal run training, say)
 
@@ -80,6 +81,12 @@ class RunOutcome:
 
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:8]
+
+
+def merged_options(before: Sequence[str], given: Sequence[str]) -> list[str]:
+    """The sbatch options of a run resumed with `given`: each given one replaces an earlier one of the same key."""
+    keys = {option.split("=", 1)[0] for option in given}
+    return [option for option in before if option.split("=", 1)[0] not in keys] + list(given)
 
 
 def check_limits(limits: Limits) -> None:
@@ -127,6 +134,10 @@ def checked_specs(runtime_check: RuntimeCheckSpec, formal: FormalSpec,
         raise SetupError(f"--hang-seconds must be more than 0, got {formal.hang_seconds}")
     if formal.timeout_s is not None and not formal.timeout_s > 0:
         raise SetupError(f"--formal-timeout must be more than 0 seconds, got {formal.timeout_s}")
+    if formal.max_jobs < 1:
+        raise SetupError(f"--max-jobs must be 1 or more, got {formal.max_jobs}")
+    if formal.poll_s is not None and not formal.poll_s > 0:
+        raise SetupError(f"--poll-seconds must be more than 0, got {formal.poll_s}")
     fields = config_fields(ast.parse((source / "grpo_config.py").read_text())) or {}
     unknown = [key for key in formal.pinned if key not in fields]
     if unknown:
@@ -285,10 +296,11 @@ def _first_input(settings: RunSettings) -> RunState:
 
 def resume_run(project_root: Path, run_id: str, *, from_node: str | None = None,
                max_cost_usd: float | None = None, max_tokens: int | None = None, llm: str | None = None,
-               max_answer_tokens: int | None = None,
+               max_answer_tokens: int | None = None, sbatch_options: tuple[str, ...] = (),
                on_event: Callable[[str], None] = lambda line: None) -> RunOutcome:
     project_root = project_root.resolve()
     settings = RunSettings.load(project_root, run_id)
+    settings.formal["sbatch_options"] = merged_options(settings.formal.get("sbatch_options") or (), sbatch_options)
     raised = {k: v for k, v in (("max_cost_usd", max_cost_usd), ("max_tokens", max_tokens),
                                 ("max_answer_tokens", max_answer_tokens)) if v is not None}
     limits = replace(Limits(**settings.limits), **raised)

@@ -20,7 +20,7 @@ from typing import Any
 
 from orchestrator.halt import halt_point
 from orchestrator.journal import Journal, write_atomic
-from orchestrator.logformat import LogFormat
+from orchestrator.logformat import LogFormat, read_log
 from orchestrator.plots import latest_metrics
 from orchestrator.runlock import WorkspaceLock
 
@@ -197,6 +197,39 @@ def latest_formal_metrics(run_dir: Path, formal_log_dir: str = "",
     return None
 
 
+def formal_jobs(run_dir: Path, log_format: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The latest formal attempt's jobs (its chain, orchestrator.chain: formal-N/jobs.json), each with the update it
+    went on from, read from the attempt's train.logs; None before any formal job."""
+    chains = sorted(run_dir.glob("formal-*/jobs.json"), key=lambda p: _attempt_number(p.parent))
+    if not chains:
+        return None
+    try:
+        segments = json.loads(chains[-1].read_text()).get("segments", [])
+    except (OSError, ValueError):
+        return None
+    folder = chains[-1].parent
+    records = read_log(job_log(run_dir / "jobs" / f"{folder.name}.json") or folder / "train.logs",
+                       LogFormat.from_dict(dict(log_format or {})))
+    if not records and (folder / "train.logs").is_file():
+        records = read_log(folder / "train.logs", LogFormat.from_dict(dict(log_format or {})))
+    for segment in segments:
+        first = next((r for r in records[segment.get("first_record", 0):] if r.kind == "train"), None)
+        update = first.values.get("update") if first is not None else None
+        segment["from_update"] = int(update) - 1 if isinstance(update, float) else None
+    return {"run": folder.name, "jobs": segments}
+
+
+def jobs_line(jobs: Mapping[str, Any]) -> str:
+    """`formal run formal-1, 3 jobs: 12 start -> time_limit; 13 after time_limit, from update 4 -> finished`"""
+    shown = []
+    for i, job in enumerate(jobs["jobs"]):
+        why = "start" if job["cause"] == "start" else f"after {job['cause']}"
+        where = f", from update {job['from_update']}" if i and job.get("from_update") is not None else ""
+        ending = job.get("failure_class") or job.get("status") or "running"
+        shown.append(f"{job.get('job_id') or '-'} {why}{where} -> {ending}")
+    return f"formal run {jobs['run']}, {len(jobs['jobs'])} job(s): {'; '.join(shown)}"
+
+
 def metrics_line(metrics: Mapping[str, Any]) -> str:
     """`formal run formal-1, update 4: reward -0.15, loss 0.012, ...`"""
     values = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if k not in ("run", "update"))
@@ -259,4 +292,4 @@ def run_summary(project_root: Path, run_id: str) -> dict[str, Any]:
             "attempts": len(state.get("attempts") or []), "skipped": state.get("skipped") or [],
             "ledger": ledger, "answered_by": journal.answered_by(ledger), "last_error": state.get("last_error") or "",
             "metrics": latest_formal_metrics(settings.run_dir, state.get("formal_log_dir") or "", state.get("log_format"))
-            or state.get("latest_metrics")}
+            or state.get("latest_metrics"), "jobs": formal_jobs(settings.run_dir, state.get("log_format"))}

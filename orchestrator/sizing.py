@@ -41,7 +41,8 @@ measured a 49 GB peak on one H100; this arithmetic gives 46.05 GiB (49.5 GB) for
 A run that goes through SLURM trains on the cluster's nodes, not here: without a GPU its process is
 compared with the smallest node's memory (``training_ram``), and a job whose request (``#SBATCH`` lines
 and sbatch's options: nodes, tasks and CPUs, memory, GPUs, partition) no set of the cluster's nodes
-can meet is refused before it is submitted, with every node's size (``unmet``).
+can meet is refused before it is submitted, with every node's size (``unmet``), and so is one that asks more than
+its partition allows (``over_limits``: MaxTime, MaxNodes, MaxMemPerNode, MaxCPUsPerNode), with both numbers.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from typing import Any
 from orchestrator.config_file import value_kind
 
 from orchestrator.probe import GPU, ProbeResult, SlurmCluster, _memory_total_gib
+from orchestrator.slurm_site import clock, slurm_seconds
 
 GIB = 2**30
 PROMPT_BUDGET_TOKENS = 1024
@@ -274,7 +276,7 @@ def _type_problem(value: Any, base: Any) -> str | None:
 
 # ---------------------------------------------------------------- SLURM node sets
 
-_SHORT_OPTIONS = {"-N": "nodes", "-n": "ntasks", "-c": "cpus-per-task", "-p": "partition", "-G": "gpus"}
+_SHORT_OPTIONS = {"-N": "nodes", "-n": "ntasks", "-c": "cpus-per-task", "-p": "partition", "-G": "gpus", "-t": "time"}
 _MEMORY_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}
 
 
@@ -287,6 +289,7 @@ class NodeRequest:
     memory_mb: int | None = None  # None: sbatch's default, or --mem=0 (all of a node)
     gpus_per_node: int = 0
     partitions: tuple[str, ...] = ()  # () = the default partition
+    time_s: int | None = None  # --time in seconds; None: not asked (the partition's DefaultTime or MaxTime)
 
     def describe(self) -> str:
         memory = f"{self.memory_mb} MB" if self.memory_mb is not None else "any memory"
@@ -363,7 +366,11 @@ def node_request(script_text: str, options: Sequence[str] = ()) -> NodeRequest:
     if "gpus" in found:
         gpus = math.ceil(_count(found["gpus"], 0) / nodes)
     partitions = tuple(p for p in found.get("partition", "").split(",") if p)
-    return NodeRequest(nodes, cpus, memory, gpus, partitions)
+    try:
+        time_s = slurm_seconds(found["time"]) if found.get("time") else None
+    except ValueError:  # sbatch says what is wrong with it
+        time_s = None
+    return NodeRequest(nodes, cpus, memory, gpus, partitions, time_s)
 
 
 def unmet(request: NodeRequest, cluster: SlurmCluster) -> str | None:
@@ -380,3 +387,27 @@ def unmet(request: NodeRequest, cluster: SlurmCluster) -> str | None:
     return (f"the job asks for {request.describe()}, and {len(fitting)} of the {len(candidates)} node(s) of "
             f"{where} can take that: {sizes}. Lower #SBATCH --nodes, --ntasks-per-node, --cpus-per-task, --mem or "
             f"--gres to what the nodes offer")
+
+
+def over_limits(request: NodeRequest, cluster: SlurmCluster) -> str | None:
+    """What the request asks beyond its partition's limits (MaxTime, MaxNodes, MaxMemPerNode, MaxCPUsPerNode), with
+    both numbers; None within them, or where the partition's limits are unknown."""
+    limits = cluster.limits(request.partitions[0] if request.partitions else None)
+    if limits is None:
+        return None
+    problems = []
+    if request.time_s is not None and limits.max_time_s is not None and request.time_s > limits.max_time_s:
+        problems.append(f"--time {clock(request.time_s)} ({request.time_s} s) where its MaxTime is "
+                        f"{clock(limits.max_time_s)} ({limits.max_time_s} s)")
+    if limits.max_nodes is not None and request.nodes > limits.max_nodes:
+        problems.append(f"{request.nodes} nodes where its MaxNodes is {limits.max_nodes}")
+    if (limits.max_mem_per_node_mb is not None and request.memory_mb is not None
+            and request.memory_mb > limits.max_mem_per_node_mb):
+        problems.append(f"{request.memory_mb} MB per node where its MaxMemPerNode is {limits.max_mem_per_node_mb} MB")
+    if limits.max_cpus_per_node is not None and request.cpus_per_node > limits.max_cpus_per_node:
+        problems.append(f"{request.cpus_per_node} CPUs per node where its MaxCPUsPerNode is {limits.max_cpus_per_node}")
+    if not problems:
+        return None
+    return (f"the job asks partition {limits.name} for {'; '.join(problems)}: SLURM would keep it pending for ever. "
+            f"Ask for less (--sbatch-option time=..., the script's #SBATCH lines) or choose another partition "
+            f"(--sbatch-option partition=...)")

@@ -38,7 +38,7 @@ def merge_ledger(left: dict[str, dict[str, Any]], right: dict[str, dict[str, Any
 class RunState(TypedDict, total=False):
     run_id: str
     until: str  # stop once this node has passed ("" = the whole pipeline)
-    status: str  # running | done | blocked | budget | failed | environment (the machine, not the code)
+    status: str  # running | done | blocked | budget | failed | environment (the machine, not the code) | cancelled
     exit_reason: str  # one line: why the run stopped
     probe: dict[str, Any]  # ProbeResult.to_dict()
     roles: dict[str, Any]  # ConfigRoles.to_dict(): the config's fields by role, and how values reach train.py
@@ -50,6 +50,7 @@ class RunState(TypedDict, total=False):
     formal_log_dir: str  # the latest formal attempt's own folder (its logs at the top), as runs.to_disk stores it
     adjustments: dict[str, Any]  # config values raised after a finished formal run (small issues)
     restart_formal: bool  # a small issue was fixed by a config value: run formal_train again
+    check_pace: dict[str, Any]  # Pace.to_dict(): the runtime check's seconds per update and values, for time estimates
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,13 @@ timeout    we stopped it after ``timeout_s`` overall
 A crash, CUDA OOM or NCCL error in stderr is serious, but a job that prints one usually ends by
 itself: it gets ``exit_grace_s`` to do so (then "failed"), and is stopped after that ("stopped").
 
+A SLURM job's ending is classified by its end state (``failure_class``): a time limit, a preemption, a
+node failure, host memory, or a cancel from outside (``scancel`` by the researcher: "cancelled"); what the
+cluster did is for orchestrator.chain to follow up, never for a fix. A job the cluster requeues (``scontrol
+requeue``, a preemption that requeues) goes back to the queue and runs again under the same id: it is followed
+through, and each time it went back (squeue's restart count) is a ``Restart`` of the result, with where in its
+log the rerun began (its start line, or its first update that is not after the ones before).
+
 Only this job's lines count: what an earlier run left in an appended ``train.logs`` is skipped. A job
 given ``locate_log`` has its log searched for again at every poll until it exists, so a template that writes
 it into a folder named from config values (``OUTPUT/RUN_NAME/train.logs``) is watched live too.
@@ -62,7 +69,8 @@ from orchestrator.logformat import LogFormat, LogRecord, LogTail
 from orchestrator.monitor import Anomaly, MonitorConfig, Progress, detect_all, detect_stderr, progress
 from orchestrator.probe import Runner, SlurmCluster, slurm_cluster
 from orchestrator.runs import project_root_of, to_disk
-from orchestrator.sizing import node_request, unmet
+from orchestrator.sizing import node_request, over_limits, unmet
+from orchestrator.slurm_site import env_options
 
 STDERR_TAIL_BYTES = 8 * 1024  # what the detectors see at each poll
 FINAL_TAIL_BYTES = 64 * 1024  # what classifies a job that ended: the traceback may sit above later noise
@@ -78,6 +86,14 @@ LogLocator = Callable[[], Path]
 
 
 @dataclass(frozen=True)
+class Restart:
+    """The job went back to the queue after it had run (requeued) and started again from its script."""
+
+    cause: str  # "requeued"
+    first_record: int  # the log's record count when it went back: what it logs from there on is the rerun's
+
+
+@dataclass(frozen=True)
 class JobResult:
     status: str  # finished | failed | stopped | hung | timeout
     returncode: int | None
@@ -87,7 +103,10 @@ class JobResult:
     stderr_tail: str
     seconds: float
     slurm_job_id: str | None = None  # None for a local job, and for a SLURM job sbatch refused
-    failure_class: str | None = None  # SLURM only: oom | nccl | time_limit | preempted | node_fail | failed
+    failure_class: str | None = None  # SLURM: oom | nccl | time_limit | preempted | node_fail | cancelled | failed
+    nodes: str = ""  # SLURM: the nodes the job ran on, as scontrol writes them (node[1-2])
+    restarts: tuple[Restart, ...] = ()  # the times the cluster requeued it, in order
+    first_record: int = 0  # this job's first record in its train.logs (the records before are an earlier job's)
 
 
 def read_tail(path: Path, max_bytes: int) -> str:
@@ -140,6 +159,16 @@ class _Watch:
     def records(self) -> list[LogRecord]:
         return self._tail.records[self._first:]
 
+    @property
+    def first(self) -> int:
+        """The index of this job's first record among every record of its log."""
+        return self._first
+
+    @property
+    def all_records(self) -> list[LogRecord]:
+        """Every record of the log read so far, this job's and earlier ones'."""
+        return self._tail.records
+
     def _follow_log(self) -> None:
         if self._locate is None or self._tail.path.exists():
             return
@@ -186,9 +215,11 @@ class _WatchedJob(ABC):
     """The watch loop both kinds of job share; subclasses start, poll, stop and judge the job itself."""
 
     slurm_job_id: str | None = None
+    nodes: str = ""  # where a SLURM job ran
 
     def __init__(self, log_path: Path, *, monitor: MonitorConfig, poll_s: float, timeout_s: float | None,
                  clock: Clock, sleep: Sleep, on_progress: ProgressCallback | None, exit_grace_s: float) -> None:
+        self.restarts: list[Restart] = []
         self.log_path = Path(log_path)
         self.monitor, self.poll_s, self.timeout_s = monitor, poll_s, timeout_s
         self._clock, self._sleep, self.on_progress = clock, sleep, on_progress
@@ -217,6 +248,10 @@ class _WatchedJob(ABC):
     @abstractmethod
     def _stopped_returncode(self) -> int | None:
         """The exit status of a job we stopped, where there is one."""
+
+    def _restart_count(self) -> int:
+        """How many times the job went back to the queue after it had run (as of the last `_state`)."""
+        return 0
 
     record: Path | None = None
     log_format: LogFormat | None = None  # how train.logs is read (None: the first guess)
@@ -285,13 +320,15 @@ class _WatchedJob(ABC):
                            self._found_log)
             if adopted is not None:
                 self._recorded = {**found, **(self._recorded or {})}
+                self.restarts = [Restart(**r) for r in found.get("restarts", [])]
                 watch.adopt(int(found.get("first_record", 0)))
             earlier = found.get("status") if adopted == "ended" else None
             status, trigger, found_anomalies = self._follow(watch, started)
         finally:
             self._stop()
         result = self._result(watch, started, status, trigger, found_anomalies, earlier)
-        self._save_record(status=result.status, returncode=result.returncode)
+        self._save_record(status=result.status, returncode=result.returncode, failure_class=result.failure_class,
+                          nodes=result.nodes, restarts=[vars(r) for r in result.restarts])
         if self.record is not None:
             halt_point("job_end", self.record.stem)
         return result
@@ -317,7 +354,8 @@ class _WatchedJob(ABC):
             anomalies = [trigger, *(a for a in found if a is not trigger)] if trigger else found
         stdout_tail, stderr_tail = watch.tails()
         return JobResult(status, returncode, anomalies, watch.records, stdout_tail, stderr_tail,
-                         (self._clock() - started).total_seconds(), self.slurm_job_id, failure_class)
+                         (self._clock() - started).total_seconds(), self.slurm_job_id, failure_class, self.nodes,
+                         tuple(self.restarts), watch.first)
 
     def _follow(self, watch: _Watch, started: datetime) -> tuple[str, Anomaly | None, list[Anomaly]]:
         """Poll until the job ends ("ended") or we stop it: (status, the anomaly that stopped it, all anomalies)."""
@@ -327,6 +365,12 @@ class _WatchedJob(ABC):
             if state == "ended":
                 return "ended", None, []
             now = self._clock()
+            if len(self.restarts) < self._restart_count():  # the cluster put it back in the queue: it runs again
+                watch.read()
+                while len(self.restarts) < self._restart_count():
+                    since = self.restarts[-1].first_record if self.restarts else watch.first
+                    self.restarts.append(Restart("requeued", rerun_start(watch.all_records, since)))
+                self._save_record(restarts=[vars(r) for r in self.restarts])
             if state == "pending":  # time in a queue is not silence
                 watch.last_output_at = now
             found = watch.check(now)
@@ -342,6 +386,21 @@ class _WatchedJob(ABC):
                 self._stop()
                 return "timeout", None, found
             self._sleep(self.poll_s)
+
+
+def rerun_start(records: Sequence[LogRecord], since: int) -> int:
+    """Where in a log the rerun of a requeued job began, the run before it having begun at record `since`: its start
+    line, or its first update that is not after the updates before it; the log's end while it has logged neither."""
+    latest: float | None = None
+    for i in range(since, len(records)):
+        record, update = records[i], records[i].values.get("update")
+        if i > since and record.kind == "start":
+            return i
+        if record.kind == "train" and isinstance(update, float):
+            if latest is not None and update <= latest:
+                return i
+            latest = update
+    return len(records)
 
 
 def _start_ticks(pid: int) -> int | None:
@@ -476,7 +535,7 @@ class TrainingJob(_WatchedJob):
 _QUEUED = frozenset({"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SUSPENDED"})
 _ACTIVE = _QUEUED | {"RUNNING", "COMPLETING", "STAGE_OUT", "RESIZING", "SIGNALING"}
 _FAILURE_CLASSES = {"OUT_OF_MEMORY": "oom", "TIMEOUT": "time_limit", "PREEMPTED": "preempted",
-                    "NODE_FAIL": "node_fail"}
+                    "NODE_FAIL": "node_fail", "BOOT_FAIL": "node_fail", "CANCELLED": "cancelled"}
 _HINTS = {
     "killed": "a training process was killed by a signal and its peers failed after it; SIGKILL is often the "
               "kernel's OOM killer: check that node's memory (raise #SBATCH --mem, lower the micro-batch)",
@@ -485,6 +544,7 @@ _HINTS = {
     "time_limit": "the time limit ran out: raise #SBATCH --time or train for fewer updates",
     "preempted": "a higher-priority job took the nodes: resubmit",
     "node_fail": "a node failed: resubmit, excluding it (#SBATCH --exclude)",
+    "cancelled": "it was cancelled from outside the orchestrator (scancel): `resume RUN` continues it",
     "failed": "see the traceback in the job's output file",
 }
 
@@ -526,6 +586,7 @@ class SlurmJob(_WatchedJob):
         self._run = run or runner_in(self.cwd)
         self._active = False
         self._accounting: tuple[str, str, str] | None = None  # sacct's State, ExitCode, Reason of the job
+        self._requeued = 0  # squeue's restart count of the job
 
     def _start(self) -> _Ending | None:
         problem = self._unmet_request()
@@ -559,7 +620,8 @@ class SlurmJob(_WatchedJob):
             return None
         if isinstance(cluster, str) or not cluster.nodes:
             return None
-        return unmet(node_request(script, self.sbatch_options), cluster)
+        request = node_request(script, [*env_options(os.environ), *self.sbatch_options])
+        return unmet(request, cluster) or over_limits(request, cluster)
 
     def _node_sizes(self) -> str:
         """What the cluster's nodes offer, for a request sbatch found no node for."""
@@ -592,9 +654,11 @@ class SlurmJob(_WatchedJob):
         return stdout, Path(files.get("StdErr", stdout))
 
     def _state(self) -> str:
-        code, out, err = self._run(["squeue", "-h", "-j", str(self.slurm_job_id), "-o", "%T"])
+        code, out, err = self._run(["squeue", "-h", "-j", str(self.slurm_job_id), "-O", "State:32,RestartCnt:12"])
         queued = out.split()
         if code == 0 and queued:
+            if len(queued) > 1 and queued[1].isdigit():
+                self._requeued = int(queued[1])
             return "pending" if queued[0] in _QUEUED else "running"
         if code != 0 and "Invalid job id" not in err:
             return "running"  # the controller did not answer: ask again at the next poll
@@ -607,11 +671,14 @@ class SlurmJob(_WatchedJob):
         return "ended"
 
     def _sacct(self) -> tuple[str, str, str] | None:
-        code, out, _ = self._run(["sacct", "-j", str(self.slurm_job_id), "-n", "-P", "-o", "State,ExitCode,Reason"])
+        code, out, _ = self._run(["sacct", "-j", str(self.slurm_job_id), "-n", "-P", "-o",
+                                  "State,ExitCode,Reason,NodeList"])
         rows = [line.split("|") for line in out.splitlines() if line.strip()] if code == 0 else []
         if not rows or len(rows[0]) < 3:
             return None
         state, exit_code, reason = rows[0][:3]
+        if len(rows[0]) > 3 and rows[0][3] not in ("", "None assigned"):
+            self.nodes = rows[0][3]
         steps = {row[0].split()[0] for row in rows[1:] if row[0].strip()}
         # the job line says FAILED when a step was OOM-killed in some SLURM versions
         if "OUT_OF_MEMORY" in steps:
@@ -619,11 +686,14 @@ class SlurmJob(_WatchedJob):
         return state.split()[0], exit_code, reason  # "CANCELLED by 1234" -> CANCELLED
 
     def _scontrol_end(self) -> tuple[str, str, str] | None:
-        """(JobState, ExitCode, Reason) from `scontrol show job`, for clusters without slurmdbd."""
+        """(JobState, ExitCode, Reason) from `scontrol show job`, for clusters without slurmdbd; the nodes it ran on
+        are noted."""
         code, out, _ = self._run(["scontrol", "show", "job", "-o", str(self.slurm_job_id)])
-        fields = dict(re.findall(r"\b(JobState|ExitCode|Reason)=(\S+)", out)) if code == 0 else {}
+        fields = dict(re.findall(r"\b(JobState|ExitCode|Reason|NodeList)=(\S+)", out)) if code == 0 else {}
         if "JobState" not in fields:
             return None
+        if fields.get("NodeList", "(null)") != "(null)":
+            self.nodes = fields["NodeList"]
         return fields["JobState"], fields.get("ExitCode", "0:0"), fields.get("Reason", "None")
 
     def _stop(self) -> None:
@@ -632,6 +702,11 @@ class SlurmJob(_WatchedJob):
             self._active = False
 
     def _ended(self, watch: _Watch) -> _Ending:
+        recorded = self._recorded or {}
+        if self._accounting is None and recorded.get("status") in _ENDED and recorded.get("failure_class"):
+            # the cluster has forgotten a job an earlier watch saw end: its record says how
+            self.nodes = recorded.get("nodes") or ""
+            return _Ending(recorded["status"], recorded.get("returncode"), recorded["failure_class"])
         if self._accounting is None:  # no accounting on this cluster: judge by train.logs
             done = any(r.kind == "done" for r in watch.records)
             return _Ending("finished", None) if done else _Ending("failed", None, "failed")
@@ -657,6 +732,9 @@ class SlurmJob(_WatchedJob):
 
     def _stopped_returncode(self) -> int | None:
         return None
+
+    def _restart_count(self) -> int:
+        return self._requeued
 
 
 # ---------------------------------------------------------------- choosing

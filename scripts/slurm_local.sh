@@ -4,8 +4,11 @@
 #   start [N]   one munged and one slurmctld here, and N slurmd (default 2), each in its own network and UTS
 #               namespace: host name nodeK, address $NET.(10+K) on a bridge made here (never a real network),
 #               every node's name resolvable on every node (its own mount namespace binds /etc/netns/NS/hosts
-#               over /etc/hosts), its own spool, pid and log files. A cluster of N nodes already up is kept;
-#               anything else (another size, a crash's leftovers) is removed first.
+#               over /etc/hosts), its own spool, pid and log files. Two partitions: debug (every node, the default,
+#               no time limit) and short (the last node, MaxTime 1 minute, SLURM's smallest: time limits for real).
+#               Job credentials live 15 s (cred_expire), so a requeued job waits 16 s before it runs again, not 121.
+#               A cluster of N nodes already up with this configuration is kept; anything else (another size, an
+#               older configuration, a crash's leftovers) is removed first.
 #   stop        removes all of it: the job processes and daemons (by their namespace and pid files), the
 #               namespaces, the links, the per-node hosts files and the slurm.conf written here.
 set -euo pipefail
@@ -72,14 +75,19 @@ cleanup() {
     rm -rf "$STATE"
 }
 
-healthy() {  # a cluster of $1 nodes, all daemons alive and every node answering
+up_nodes() {  # how many nodes answer (sinfo -N lists a node once per partition)
+    sinfo -h -N -o '%N %T' 2>/dev/null | sort -u | awk -v states="$1" '$2 ~ "^(" states ")$"' | wc -l
+}
+
+healthy() {  # a cluster of $1 nodes, all daemons alive, every node answering, the configuration this script writes
     local n=$1 k
     [ "$(cat "$STATE/nodes" 2>/dev/null)" = "$n" ] || return 1
+    [ "$(write_conf "$n" /dev/stdout)" = "$(cat "$CONF" 2>/dev/null)" ] || return 1
     pid_in "$STATE/munge/munged.pid" >/dev/null && pid_in "$STATE/slurmctld.pid" >/dev/null || return 1
     for k in $(seq 1 "$n"); do
         pid_in "$STATE/node$k/slurmd.pid" >/dev/null || return 1
     done
-    [ "$(sinfo -h -N -o %T 2>/dev/null | grep -c -E '^(idle|mixed|allocated|completing|planned)$')" = "$n" ]
+    [ "$(up_nodes 'idle|mixed|allocated|completing|planned')" = "$n" ]
 }
 
 start_munge() {
@@ -92,12 +100,12 @@ start_munge() {
         --seed-file="$STATE/munge/munged.seed"
 }
 
-write_conf() {
-    local n=$1 cpus mem
+write_conf() {  # nodes [file]: slurm.conf for that many nodes, into the file (default: $CONF)
+    local n=$1 out=${2:-$CONF} cpus mem
     cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc obeys OMP_NUM_THREADS, which tests pin to 1
     # every node is this whole machine: each slurmd checks the configuration against the hardware it sees
     mem=$(awk '/MemTotal/ {print int($2 / 1024 * 0.9)}' /proc/meminfo)
-    mkdir -p /etc/slurm
+    mkdir -p "$(dirname "$out")"
     {
         echo "$MARK"
         cat <<CONFIG
@@ -106,7 +114,7 @@ SlurmctldHost=$(hostname -s)($NET.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$STATE/munge/munge.socket
+AuthInfo=socket=$STATE/munge/munge.socket,cred_expire=15
 CredType=cred/munge
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -132,7 +140,8 @@ CONFIG
             echo "NodeName=node$k NodeAddr=$NET.$((10 + k)) CPUs=$cpus RealMemory=$mem State=UNKNOWN"
         done
         echo "PartitionName=debug Nodes=node[1-$n] Default=YES MaxTime=INFINITE State=UP"
-    } > "$CONF"
+        echo "PartitionName=short Nodes=node$n MaxTime=1 State=UP"
+    } > "$out"
 }
 
 make_network() {
@@ -183,7 +192,7 @@ start() {
             sh -c "mount --bind /etc/netns/$PREFIX$k/hosts /etc/hosts && hostname node$k && exec slurmd" 9>&-
     done
     for _ in $(seq 1 150); do
-        if [ "$(sinfo -h -N -o %T 2>/dev/null | grep -c -E '^(idle|mixed|allocated)')" = "$n" ]; then
+        if [ "$(up_nodes 'idle|mixed|allocated')" = "$n" ]; then
             echo "slurm up: $(sinfo -h -o '%P %D %T %C')"
             return 0
         fi

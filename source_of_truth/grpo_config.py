@@ -65,6 +65,7 @@ class GRPOConfig:
     sample_log_interval: int = 10  # episodes between full episodes written to Sample_EP.logs
     save_interval: int = 50  # updates between checkpoints (0 disables)
     output_dir: str = "outputs"  # checkpoints and the final model
+    resume_from: str = ""  # "latest": the newest checkpoint-N in output_dir (none yet: afresh), a checkpoint folder, ""
     log_dir: str = "."  # folder of train.logs and Sample_EP.logs
     report_to: str = "none"  # also send train.logs' metrics to "tensorboard" or "wandb" (under log_dir/grpo), or "none"
 

@@ -45,6 +45,13 @@ value of the `train` and `eval` lines except `update` also goes to that tracker 
 
 Multi-GPU: `accelerate launch --num_processes N train.py --field value ...`; each process plays its
 own group (seed offset by process index), gradients are averaged by accelerate.
+
+Checkpoints and resume: every `save_interval` updates, `output_dir/checkpoint-N` holds the weights, the
+tokenizer and the config, and what an exact resume needs: the optimizer and scheduler states, the update and
+episode counters and every process's random generators (written whole or not at all). `--resume_from latest`
+continues from the newest one (a fresh start while there is none), `--resume_from FOLDER` from that one: the
+next update is N + 1, `train.logs` goes on with it, and on the same machine and process count the parameters
+at the end are those of a run never interrupted.
 """
 
 # === GENERIC — DO NOT MODIFY ===
@@ -55,6 +62,7 @@ import importlib.util
 import json
 import math
 import random
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -735,12 +743,14 @@ def _fmt(value: Any) -> str:
 
 
 # ---------------------------------------------------------------- set-up and main loop
-def load_models(config: GRPOConfig, accelerator: Accelerator):
+def load_models(config: GRPOConfig, accelerator: Accelerator, policy: str):
+    """The tokenizer, the policy (from `policy`: the model, or a checkpoint to resume) and the frozen reference
+    (always the model itself)."""
     dtype = torch.bfloat16 if config.bf16 and torch.cuda.is_available() else torch.float32
     tokenizer = AutoTokenizer.from_pretrained(config.model_name)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(config.model_name, dtype=dtype).train()
+    model = AutoModelForCausalLM.from_pretrained(policy, dtype=dtype).train()
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     ref_model = None
@@ -750,8 +760,8 @@ def load_models(config: GRPOConfig, accelerator: Accelerator):
     return tokenizer, model, ref_model
 
 
-def build_trainer(config: GRPOConfig, accelerator: Accelerator, num_updates: int) -> Trainer:
-    tokenizer, model, ref_model = load_models(config, accelerator)
+def build_trainer(config: GRPOConfig, accelerator: Accelerator, num_updates: int, policy: str = "") -> Trainer:
+    tokenizer, model, ref_model = load_models(config, accelerator, policy or config.model_name)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     steps_per_update = config.num_iterations * math.ceil(
         config.group_size * config.num_agents * config.max_env_steps * 2
@@ -763,15 +773,83 @@ def build_trainer(config: GRPOConfig, accelerator: Accelerator, num_updates: int
     return Trainer(config, accelerator, model, ref_model, tokenizer, optimizer, scheduler)
 
 
-def save_checkpoint(trainer: Trainer, name: str) -> None:
+# ---------------------------------------------------------------- checkpoints and exact resume
+TRAINING_STATE = "training_state.pt"  # beside a checkpoint's weights: optimizer, scheduler, update and episode counters
+
+
+def rng_state() -> dict[str, Any]:
+    """This process's random generators: Python's, torch's CPU generator and every CUDA device's."""
+    return {"python": random.getstate(), "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if state["cuda"]:
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(trainer: Trainer, name: str, progress: dict[str, int] | None = None) -> None:
+    """The model, tokenizer and config in output_dir/NAME; given `progress` (update, episodes_done), also what an
+    exact resume needs: the optimizer, the scheduler, the counters and every process's random generators. It is
+    written into NAME.partial and renamed once whole, so a job killed while saving leaves no half checkpoint."""
     accelerator = trainer.accelerator
-    accelerator.wait_for_everyone()
-    if not accelerator.is_main_process:
-        return
     out = Path(trainer.config.output_dir) / name
-    accelerator.unwrap_model(trainer.model).save_pretrained(out, state_dict=accelerator.get_state_dict(trainer.model))
-    trainer.tokenizer.save_pretrained(out)
-    (out / "grpo_config.json").write_text(trainer.config.to_json())
+    partial = out.with_name(f"{name}.partial")
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+    accelerator.wait_for_everyone()
+    if progress is not None:
+        torch.save(rng_state(), partial / f"rng_state_{accelerator.process_index}.pt")
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        accelerator.unwrap_model(trainer.model).save_pretrained(partial,
+                                                                state_dict=accelerator.get_state_dict(trainer.model))
+        trainer.tokenizer.save_pretrained(partial)
+        (partial / "grpo_config.json").write_text(trainer.config.to_json())
+        if progress is not None:
+            torch.save({"optimizer": trainer.optimizer.state_dict(), "scheduler": trainer.scheduler.state_dict(),
+                        **progress}, partial / TRAINING_STATE)
+        shutil.rmtree(out, ignore_errors=True)
+        partial.rename(out)
+    accelerator.wait_for_everyone()
+
+
+def checkpoints(output_dir: str) -> list[tuple[int, Path]]:
+    """(update, folder) of every whole checkpoint-N in output_dir that can be resumed from, oldest first."""
+    found = []
+    for folder in Path(output_dir).glob("checkpoint-*"):
+        number = folder.name.removeprefix("checkpoint-")
+        if number.isdigit() and (folder / TRAINING_STATE).is_file():
+            found.append((int(number), folder))
+    return sorted(found)
+
+
+def resume_folder(config: GRPOConfig) -> Path | None:
+    """The checkpoint `resume_from` names: "latest" is the newest in output_dir (None while there is none)."""
+    if not config.resume_from:
+        return None
+    if config.resume_from == "latest":
+        found = checkpoints(config.output_dir)
+        return found[-1][1] if found else None
+    folder = Path(config.resume_from)
+    if not (folder / TRAINING_STATE).is_file():
+        raise FileNotFoundError(f"resume_from={config.resume_from}: no {TRAINING_STATE} there; give a "
+                                f"checkpoint-N folder, \"latest\" or \"\"")
+    return folder
+
+
+def restore(trainer: Trainer, folder: Path) -> dict[str, int]:
+    """The optimizer, the scheduler and this process's random generators as the checkpoint saved them (its weights
+    are the policy build_trainer loaded); the update and episode counters it was saved at."""
+    state = torch.load(folder / TRAINING_STATE, map_location="cpu", weights_only=False)
+    trainer.optimizer.load_state_dict(state["optimizer"])
+    trainer.scheduler.load_state_dict(state["scheduler"])
+    set_rng_state(torch.load(folder / f"rng_state_{trainer.accelerator.process_index}.pt", weights_only=False))
+    return {"update": state["update"], "episodes_done": state["episodes_done"]}
 
 
 def evaluate(trainer: Trainer, engine: RolloutEngine) -> dict[str, float]:
@@ -796,14 +874,18 @@ def train(config: GRPOConfig) -> None:
     accelerator = Accelerator(**tracker_options(config))
     episodes_per_update = config.group_size * accelerator.num_processes
     num_updates = math.ceil(config.episodes / episodes_per_update)
-    trainer = build_trainer(config, accelerator, num_updates)
+    resume_from = resume_folder(config)
+    trainer = build_trainer(config, accelerator, num_updates, str(resume_from or ""))
     torch.manual_seed(config.seed + accelerator.process_index)
     logs = RunLogs(config, accelerator)
     engine = make_engine(accelerator.unwrap_model(trainer.model), trainer.tokenizer, config)
+    # the last thing before the first update: the random generators continue where the checkpoint left them
+    done = restore(trainer, resume_from) if resume_from is not None else {"update": 0, "episodes_done": 0}
     logs.line("start", model=config.model_name, processes=accelerator.num_processes, updates=num_updates,
-              episodes=config.episodes, group_size=config.group_size, agents=config.num_agents)
-    episodes_done = 0
-    for update in range(1, num_updates + 1):
+              episodes=config.episodes, group_size=config.group_size, agents=config.num_agents,
+              **({"resumed_at": done["update"]} if resume_from is not None else {}))
+    episodes_done = done["episodes_done"]
+    for update in range(done["update"] + 1, num_updates + 1):
         started = time.perf_counter()
         group = (update - 1) * accelerator.num_processes + accelerator.process_index
         seed = config.seed + group
@@ -831,7 +913,7 @@ def train(config: GRPOConfig) -> None:
         if update % config.eval_interval == 0 or update == num_updates:
             logs.line("eval", update=update, episode=episodes_done, **reduce_mean(accelerator, evaluate(trainer, engine)))
         if config.save_interval and update % config.save_interval == 0:
-            save_checkpoint(trainer, f"checkpoint-{update}")
+            save_checkpoint(trainer, f"checkpoint-{update}", {"update": update, "episodes_done": episodes_done})
     save_checkpoint(trainer, "final")
     logs.line("done", updates=num_updates, episodes=episodes_done)
     logs.close()

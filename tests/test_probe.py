@@ -9,6 +9,7 @@ import pytest
 
 from orchestrator.execution import run_command
 from orchestrator.probe import GPU, SINFO_NODES, SINFO_TIMEOUT_S, ProbeResult, SlurmNode, probe
+from orchestrator.slurm_site import PartitionLimits
 
 GPU_CSV = (
     "0, NVIDIA H100 80GB HBM3, 81559, 81016, 550.54.15\n"
@@ -24,6 +25,12 @@ gpu01|gpu*|64|512000|gpu:h100:4(S:0-1)|idle
 gpu02|gpu*|64|512000|gpu:h100:4(S:0-1)|mixed
 cpu01|cpu|128|256000|(null)|idle
 gpu02|cpu|64|512000|gpu:h100:4(S:0-1)|mixed
+"""
+PARTITIONS = """\
+PartitionName=gpu AllowGroups=ALL Default=YES DefaultTime=01:00:00 MaxNodes=2 MaxTime=2-00:00:00 MinNodes=0 \
+MaxCPUsPerNode=UNLIMITED Nodes=gpu[01-02] MaxMemPerNode=UNLIMITED OverTimeLimit=NONE State=UP TotalNodes=2
+PartitionName=cpu AllowGroups=ALL Default=NO DefaultTime=NONE MaxNodes=UNLIMITED MaxTime=04:00:00 MinNodes=0 \
+MaxCPUsPerNode=64 Nodes=cpu01,gpu02 MaxMemPerNode=128000 OverTimeLimit=NONE State=UP TotalNodes=2
 """
 
 
@@ -41,6 +48,7 @@ CLUSTER = fake_runner(
         GPU_QUERY: GPU_CSV,
         "nvidia-smi": BANNER,
         "sinfo -h -N -o %N|%P|%c|%m|%G|%T": SINFO,
+        "scontrol show partition -o": PARTITIONS,
     }
 )
 
@@ -57,10 +65,13 @@ def test_fake_cluster_is_parsed() -> None:
                                   SlurmNode("gpu02", ("gpu", "cpu"), 64, 512000, 4, "mixed"),
                                   SlurmNode("cpu01", ("cpu",), 128, 256000, 0, "idle")]
     assert result.cluster().default_partition == "gpu"
+    assert result.cluster().limits(None) == PartitionLimits("gpu", max_time_s=172800, default_time_s=3600, max_nodes=2)
+    assert result.cluster().limits("cpu") == PartitionLimits("cpu", max_time_s=14400, max_mem_per_node_mb=128000,
+                                                             max_cpus_per_node=64)
     summary = result.summary()
     assert "GPUs: 2 x NVIDIA H100 80GB HBM3 (81559 MiB each)" in summary
     assert ("SLURM: partitions gpu, cpu; 2 node(s) of 64 CPUs, 512000 MB, 4 GPU(s); 1 node(s) of 128 CPUs, "
-            "256000 MB, 0 GPU(s)") in summary
+            "256000 MB, 0 GPU(s); gpu MaxTime 2-00:00:00; cpu MaxTime 04:00:00") in summary
 
 
 def test_slurm_is_asked_once_and_a_silent_controller_is_not_slurm() -> None:

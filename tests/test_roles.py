@@ -23,17 +23,20 @@ EXPECTED = {  # role -> field, as a reader of each example's template would map 
                 "group_generations": "group_size", "episode_turns": "max_env_steps", "agent_count": "num_agents",
                 "thinking_cap": "max_thinking_tokens", "action_cap": "max_action_tokens",
                 "micro_batch": "micro_batch_size", "log_folder": "log_dir", "output_folder": "output_dir",
-                "sample_every": "sample_log_interval", "kl_coef": "beta", "precision": "bf16"},
+                "sample_every": "sample_log_interval", "kl_coef": "beta", "precision": "bf16",
+                "resume_from": "resume_from"},
     "staghunt": {"model": "model_name_or_path", "episodes_total": None, "updates_total": "max_steps",
                  "group_generations": "num_generations", "episode_turns": "horizon", "agent_count": "num_hunters",
                  "thinking_cap": "max_completion_length", "action_cap": "max_completion_length",
                  "micro_batch": "per_device_train_batch_size", "log_folder": None, "output_folder": "output_dir",
-                 "sample_every": "sample_every", "kl_coef": "beta", "precision": "bf16"},
+                 "sample_every": "sample_every", "kl_coef": "beta", "precision": "bf16",
+                 "resume_from": "resume_from"},
     "spread": {"model": "policy_model", "episodes_total": None, "updates_total": "train_iterations",
                "group_generations": "rollouts_per_group", "episode_turns": "episode_length", "agent_count": "n_agents",
                "thinking_cap": "max_new_tokens_think", "action_cap": "max_new_tokens_act",
                "micro_batch": "minibatch_size", "log_folder": None, "output_folder": "output_dir",
-               "sample_every": "sample_every_episodes", "kl_coef": "kl_beta", "precision": "use_bf16"},
+               "sample_every": "sample_every_episodes", "kl_coef": "kl_beta", "precision": "use_bf16",
+               "resume_from": "resume_from"},
 }
 
 
@@ -53,7 +56,8 @@ def test_the_first_guess_gets_the_sizes_and_caps_right(name: str) -> None:
     ex = example(name)
     text = (ex.source_of_truth / "grpo_config.py").read_text()
     guess = suggest_roles(kinds_of(name), field_help(text), cli_possible=True)["roles"]
-    for role in ("model", "group_generations", "episode_turns", "thinking_cap", "action_cap", "micro_batch"):
+    for role in ("model", "group_generations", "episode_turns", "thinking_cap", "action_cap", "micro_batch",
+                 "resume_from"):
         assert guess[role] == EXPECTED[name][role], role
 
 

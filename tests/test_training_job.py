@@ -274,6 +274,7 @@ class FakeSlurm:
             end = self.scontrol_end or "RUNNING|0:0|None"
             state, code, reason = end.split("|")
             return 0, (f"JobId={JOB_ID} JobName=grpo JobState={state} Reason={reason} ExitCode={code} "
+                       f"ReqNodeList=(null) ExcNodeList=(null) NodeList=node1 "
                        f"StdErr={self.output} StdIn=/dev/null StdOut={self.output}\n"), ""
         if tool == "squeue":
             lines = self.appends.get(self.squeue_calls, [])
@@ -376,7 +377,7 @@ def test_completed_job_finishes_and_queue_time_is_not_a_hang(tmp_path: Path) -> 
     ("NODE_FAIL|1:0|NodeFail", "", "node_fail", 1),
     ("FAILED|1:0|NonZeroExitCode", "[rank1]: torch.distributed.DistBackendError: NCCL error in: ...\n", "nccl", 1),
     ("FAILED|1:0|NonZeroExitCode", "Traceback (most recent call last):\nValueError: bad\n", "failed", 1),
-    ("CANCELLED by 1000|0:15|None", "", "failed", -15),
+    ("CANCELLED by 1000|0:15|None", "", "cancelled", -15),
 ])
 def test_slurm_failures_are_classified(tmp_path: Path, sacct: str, output: str, failure_class: str,
                                        returncode: int) -> None:
@@ -388,6 +389,23 @@ def test_slurm_failures_are_classified(tmp_path: Path, sacct: str, output: str, 
     assert result.anomalies[0].kind == "slurm_" + sacct.split("|")[0].split()[0].lower()
     assert fake.called("sacct")[0][:3] == ["sacct", "-j", JOB_ID]
     assert not fake.called("scancel")
+
+
+def test_a_requeued_job_is_followed_through_its_rerun_under_the_same_id(tmp_path: Path) -> None:
+    """`scontrol requeue` (or a preemption that requeues): the job goes back to the queue and runs its script again,
+    resumed; it is one job, submitted once, its restart noted with where its log went on from, its end its own."""
+    states = ["RUNNING 0", "RUNNING 0", "PENDING 1", "PENDING 1", "RUNNING 1", None]  # squeue's state, restart count
+    appends = {0: ["start updates=3", TRAIN.format(u=1, e=8)], 1: [TRAIN.format(u=2, e=16)],
+               4: ["start updates=3 resumed_at=1", TRAIN.format(u=2, e=16), TRAIN.format(u=3, e=24),
+                   "done updates=3"]}
+    fake = FakeSlurm(tmp_path, states, appends=appends, sacct=None, scontrol_end="COMPLETED|0:0|None")
+    result = slurm_job(tmp_path, fake).run()
+
+    assert result.status == "finished" and len(fake.called("sbatch")) == 2  # --test-only, then the one submission
+    assert [(r.cause, r.first_record) for r in result.restarts] == [("requeued", 3)]
+    assert [r.values["update"] for r in result.records if r.kind == "train"] == [1, 2, 2, 3]
+    assert not any(a.serious for a in result.anomalies)
+    assert result.nodes == "node1" and not fake.called("scancel")
 
 
 def launcher_report(time: str, host: str, rank: int, exitcode: str, traceback: str) -> str:

@@ -14,12 +14,15 @@ from typing import Callable
 from langgraph.runtime import Runtime
 
 from orchestrator.actionlog import Event
-from orchestrator.checks import (CheckResult, judge_short_run, launch_probe_args, run_guards, run_import_check,
-                                 short_run, unset_roles_note)
+from orchestrator.checks import (CheckResult, RuntimeCheckSpec, judge_short_run, launch_probe_args, run_guards,
+                                 run_import_check, short_run, unset_roles_note)
+from orchestrator.config_file import field_defaults, load_config_class
 from orchestrator.faults import ENVIRONMENT
 from orchestrator.limits import MachineFault
 from orchestrator.llm import LLMError
+from orchestrator.logformat import LogFormat, read_log
 from orchestrator.nodes.logformat import known_format, learn_log_format, unread_log
+from orchestrator.pace import WORK_ROLES, Pace, seconds_per_update
 from orchestrator.roles import CLI, ConfigRoles
 from orchestrator.state import RunContext, RunState
 from orchestrator.tiny_agent import TINY_AGENT, playing_model
@@ -117,7 +120,24 @@ def runtime_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
         if described is not None:
             log_format = described
             result = judge_short_run(run, spec, log_format)
-    return {**record_check(state, ctx, result), **learned, "log_format": log_format.to_dict()}
+    pace = check_pace(run.log_path, log_format, spec, roles, ctx.generated) if result.passed else None
+    return {**record_check(state, ctx, result), **learned, "log_format": log_format.to_dict(),
+            **({"check_pace": pace.to_dict()} if pace else {})}
+
+
+def check_pace(log_path: Path, log_format: LogFormat, spec: RuntimeCheckSpec, roles: ConfigRoles,
+               generated: Path) -> Pace | None:
+    """The short run's seconds per update and its values by role (orchestrator.pace): what a formal run's time is
+    estimated from."""
+    seconds = seconds_per_update(read_log(log_path, log_format))
+    if seconds is None:
+        return None
+    try:
+        defaults = roles.read(field_defaults(load_config_class(generated / "grpo_config.py")))
+    except Exception:  # a config that does not load has failed the check already
+        defaults = {}
+    values = {**defaults, **spec.role_values(log_path.parent)}
+    return Pace(seconds, {role: values.get(role) for role in WORK_ROLES}, spec.model)
 
 
 FIRST_GUESS_REASON = "train.logs is read by the first guess for free; one LLM answer describes a format it cannot read"

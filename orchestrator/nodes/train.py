@@ -19,21 +19,24 @@ the workspace's `training/formal-N/` whatever the outcome, as the attempt's reco
 
 from __future__ import annotations
 
+import os
 import shutil
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from langgraph.runtime import Runtime
 
 from orchestrator.actionlog import Event
 from orchestrator.asking import ask
+from orchestrator.chain import CANCELLED, CHAIN_FILE, Chain, Plan, Situation, restarts, run_chain
+from orchestrator.checkpoints import latest_update, link_restart_point
 from orchestrator.checks import LOG_NAME, SAMPLE_LOG_NAME, copy_code, find_log, fingerprint
 from orchestrator.execution import tail
 from orchestrator.config_file import load_config_class, value_kind
 from orchestrator.formal import (DEFAULT_MODEL, config_values, is_stand_in, memory_text, mostly_unparseable,
                                  parse_proposal, token_cap_raise, vet)
-from orchestrator.limits import ensure_budget
-from orchestrator.manifest import record_job_config, saved_job_config, write_manifest
+from orchestrator.limits import Cancelled, MachineFault, ensure_budget
+from orchestrator.manifest import record_job_config, record_jobs, saved_job_config, write_manifest
 from orchestrator.logformat import LogFormat, event_files, read_log
 from orchestrator.monitor import MonitorConfig, Progress, progress, summarize_trends
 from orchestrator.plots import PLOTS_DIR, STOP_MARK, write_curves
@@ -45,7 +48,10 @@ from orchestrator.prompts import file_blocks, render
 from orchestrator.roles import CLI, ConfigRoles, deliver
 from orchestrator.runs import FORMAL_JOB, to_disk
 from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
-from orchestrator.training_job import JobResult, make_job
+from orchestrator.pace import Pace, estimate_seconds
+from orchestrator.sizing import node_request, over_limits, sbatch_options, shape_of
+from orchestrator.slurm_site import clock, describe_options, effective_options, env_options
+from orchestrator.training_job import JobResult, make_job, runner_in
 
 TRAINING_DIR = "training"  # the workspace folder that holds each formal attempt's committed record
 CODE, LOGS, OUTPUTS = "code", "logs", "outputs"  # inside the attempt's folder: where it runs, logs and saves
@@ -220,11 +226,18 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     folder = ctx.run_dir / job_name
     rel_dir = f"{TRAINING_DIR}/{job_name}"
     record = ctx.run_dir / "jobs" / f"{job_name}.json"
-    fresh = not record.exists()  # a recorded job may still be running: a resume adopts it, and its folder stays
+    # a recorded job may still be running (a resume adopts it), or the chain of its jobs goes on: its folder stays
+    fresh = not record.exists() and not (folder / CHAIN_FILE).exists()
     if fresh:
         shutil.rmtree(folder, ignore_errors=True)
+    elif not record.exists():  # it goes on after a stop: the copies at the top come again when it ends, and until
+        for name in (LOG_NAME, SAMPLE_LOG_NAME):  # then the search for the live log must not find them
+            (folder / name).unlink(missing_ok=True)
     (folder / LOGS).mkdir(parents=True, exist_ok=True)
-    config = {**config, **roles.to_fields({"output_folder": str(folder / OUTPUTS), "log_folder": str(folder / LOGS)})}
+    resumable = roles.field_of("resume_from") is not None
+    config = {**config, **roles.to_fields({"output_folder": str(folder / OUTPUTS), "log_folder": str(folder / LOGS),
+                                           "resume_from": "latest"})}
+    first_cause, first_note = restart_point(state, ctx, folder, attempt, resumable) if fresh else ("start", "")
     # every vetted scalar value is passed (a flag or a default written into grpo_config.py), so nothing
     # hard-coded elsewhere silently wins over the plan; the config file gets only what changed
     delivered = ({k: v for k, v in config.items() if value_kind(v) != "other"} if roles.delivery == CLI
@@ -233,10 +246,14 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     code = folder / CODE
     if not code.is_dir():  # a recorded job's code stays as it was when the job started
         copy_code(ctx.generated, code)
+    use_slurm = ctx.formal.use_slurm and machine.slurm
+    chain = Chain(folder / CHAIN_FILE)
+    site = site_options(code, ctx.formal.sbatch_options, chain.plan.options) if use_slurm else {}
     write_manifest(folder / MANIFEST, run_id=ctx.run_id, config=config, model_id=model, probe=state["probe"],
                    source_of_truth=ctx.source_of_truth, seeds={"random_seed": roles.read(config).get("random_seed")},
-                   request_ids=answer.request_ids, workspace_sha=ctx.workspace.head_sha())
-    use_slurm = ctx.formal.use_slurm and machine.slurm
+                   request_ids=answer.request_ids, workspace_sha=ctx.workspace.head_sha(),
+                   slurm={"sbatch_options": {k: {"value": v, "source": s} for k, (v, s) in site.items()}}
+                   if use_slurm else None)
     changed = [rel_dir] + ([f"{GENERATED_DIR}/grpo_config.py"] if roles.delivery != CLI else [])
     refusal = launch_refusal(code, args, len(machine.gpus))
     if refusal is not None:
@@ -250,23 +267,63 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
                 "attempts": [{"node": "formal_train", "attempt": attempt, "outcome": "refused before launch",
                               "sha": sha, "tokens": int(row["tokens"]), "cost_usd": answer.cost_usd,
                               "anomaly": {"kind": refusal["kind"], "summary": refusal["summary"], "update": None}}]}
+    if not resumable and attempt_count(state, "formal_train") == 0:
+        said = ("the config has no resume field (role resume_from): a job restarted after a time limit, a "
+                "preemption, a lost node or a fix begins at update 0")
+        ctx.log.record(Event(ctx.run_id, "formal_train", "resume", "said once, before the first formal launch", said))
+        ctx.on_event(f"formal_train: {said}")
+    if use_slurm:
+        within_limits(state, ctx, machine, code, site, config, roles, model, resumable)
     ctx.log.record(Event(ctx.run_id, "formal_train", "launch", "the formal run, sized to this machine",
-                         f"{'sbatch' if use_slurm else 'bash'} launch_training.sh {' '.join(args)}",
+                         f"{'sbatch' if use_slurm else 'bash'} launch_training.sh {' '.join(args)}"
+                         + (f"; sbatch options: {describe_options(site)}" if use_slurm else ""),
                          tokens=int(row["tokens"]), cost_usd=answer.cost_usd, extra={"overrides": overrides}))
-    ctx.on_event(f"formal_train: launching with {overrides or 'the default config'} on {model}")
+    ctx.on_event(f"formal_train: launching with {overrides or 'the default config'} on {model}"
+                 + (f"; sbatch options {describe_options(site)}" if use_slurm else ""))
+    if first_note:
+        ctx.log.record(Event(ctx.run_id, "formal_train", "restart_point", "a fix restarts from the last sound "
+                             "checkpoint, not from update 0", first_note))
+        ctx.on_event(f"formal_train: {first_note}")
     planned = roles.read(config).get("updates_total")
-    job = make_job(code / LAUNCH_SCRIPT, args, use_slurm=use_slurm, log_path=folder / LOG_NAME,
-                   locate_log=lambda: find_log(folder), timeout_s=ctx.formal.timeout_s,
-                   monitor=replace(MonitorConfig(), hang_seconds=ctx.formal.hang_seconds),
-                   on_progress=lambda p: ctx.on_event(describe(p, planned)), record=record, log_format=log_format,
-                   cluster=machine.cluster())
-    result = job.run()
+
+    def start(plan: Plan):
+        job_args = deliver(roles, {**delivered, **plan.changes}, code / "grpo_config.py") if plan.changes else args
+        return make_job(code / LAUNCH_SCRIPT, job_args, use_slurm=use_slurm, log_path=folder / LOG_NAME,
+                        locate_log=lambda: find_log(folder), timeout_s=ctx.formal.timeout_s,
+                        poll_s=ctx.formal.poll_s,
+                        monitor=replace(MonitorConfig(), hang_seconds=ctx.formal.hang_seconds),
+                        on_progress=lambda p: ctx.on_event(describe(p, planned)), record=record,
+                        log_format=log_format, cluster=machine.cluster(),
+                        sbatch_options=[*ctx.formal.sbatch_options, *plan.options])
+
+    def situation(result: JobResult, plan: Plan, jobs: int, before: int | None) -> Situation:
+        request = node_request((code / LAUNCH_SCRIPT).read_text(),
+                               [*env_options(os.environ), *ctx.formal.sbatch_options, *plan.options])
+        return Situation(resumable, jobs, ctx.formal.max_jobs, latest_update(folder), before, request,
+                         machine.cluster(), {**config, **plan.changes}, roles, plan,
+                         f"python -m orchestrator resume {ctx.run_id}")
+
+    def on_step(line: str) -> None:
+        ctx.log.record(Event(ctx.run_id, "formal_train", "resubmit" if chain.running else "cluster_ending",
+                             "the cluster ended the job: no fix is paid for", line))
+        ctx.on_event(f"formal_train: {line}")
+
+    end = run_chain(chain, start, record, first_cause=first_cause, first_note=first_note, outputs=folder,
+                    situation=situation, run=runner_in(code), on_step=on_step)
+    result = end.result
     for name, text in (("job.stdout", result.stdout_tail), ("job.stderr", result.stderr_tail)):
         (folder / name).write_text(text)
     collect_logs(folder)
+    if end.stop is not None:  # the attempt goes on after `resume`: its record and commit come when it ends
+        stopped = {"check": "formal_train", "kind": end.stop.status, "summary": end.stop.reason,
+                   "text": end.stop.reason}
+        raise (Cancelled(end.stop.reason) if end.stop.status == CANCELLED else MachineFault(end.stop.reason, stopped))
+    config = {**config, **chain.plan.changes}
     plots_dir = ctx.run_dir / PLOTS_DIR / job_name
     where = stop_marks(result)
-    curves = write_curves(folder / LOG_NAME, plots_dir, job_name, log_format, marks=where["marks"])
+    restarted = restarts(chain.segments, read_log(folder / LOG_NAME, log_format))
+    record_jobs(folder / MANIFEST, [asdict(s) for s in chain.segments])
+    curves = write_curves(folder / LOG_NAME, plots_dir, job_name, log_format, marks=where["marks"], restarts=restarted)
     drawn = curves.reason or f"{len(curves.files)} curves in {plots_dir}"
     ctx.log.record(Event(ctx.run_id, "formal_train", "curves", "learning you can see: a PNG per metric", drawn))
     ctx.on_event(f"formal_train: {drawn}")
@@ -290,7 +347,9 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
                          f"{outcome} after {result.seconds:.0f} s; commit {sha}", extra={"sha": sha}))
     ctx.on_event(f"formal_train: {outcome} after {result.seconds:.0f} s")
     record_row = {"node": "formal_train", "attempt": attempt, "outcome": outcome, "sha": sha,
-                  "tokens": int(row["tokens"]), "cost_usd": answer.cost_usd, "stopped_at": where["stopped_at"]}
+                  "tokens": int(row["tokens"]), "cost_usd": answer.cost_usd, "stopped_at": where["stopped_at"],
+                  "jobs": [{"job_id": s.job_id, "cause": s.cause, "status": s.status} for s in chain.segments],
+                  "restarts": restarted, **({"sbatch": describe_options(site)} if use_slurm else {})}
     update = {**spend, "formal_log_dir": to_disk(str(folder), ctx.project_root), "attempts": [record_row]}
     if result.status == "finished" and mismatch is None:
         return {**update, **small_issue_fix(state, ctx, model, config, roles, folder, log_format)}
@@ -299,6 +358,61 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     record_row["anomaly"] = {"kind": evidence["kind"], "summary": evidence["summary"],
                              "update": None if mismatch else where["anomaly_update"]}
     return {**update, **with_budget(state, ctx, evidence)}
+
+
+def restart_point(state: RunState, ctx: RunContext, folder: Path, attempt: int, resumable: bool) -> tuple[str, str]:
+    """(cause, note) of an attempt's first job. After a fix of a serious anomaly at update k, the newest checkpoint
+    the stopped attempt saved before k is linked into this attempt's folder, where `resume_from latest` finds it:
+    the restart begins there, not at update 0."""
+    earlier = [a for a in state.get("attempts") or [] if a["node"] == "formal_train"]
+    anomaly = (earlier[-1].get("anomaly") or {}) if earlier else {}
+    if anomaly.get("update") is None or anomaly.get("kind") == "config_mismatch":
+        return "start", ""
+    before, name = anomaly["update"], FORMAL_JOB.format(earlier[-1]["attempt"])
+    if not resumable:
+        return "fix", f"the config has no resume field: formal-{attempt} begins at update 0"
+    linked = link_restart_point(ctx.run_dir / name, folder, before)
+    if linked is None:
+        return "fix", f"{name} saved no checkpoint before the anomaly at update {before}: formal-{attempt} begins at 0"
+    update, link = linked
+    return "fix", (f"formal-{attempt} goes on from {name}'s {link.name} (update {update}), the last checkpoint "
+                   f"before the anomaly at update {before}")
+
+
+def site_options(code: Path, given: tuple[str, ...] | list[str], added: tuple[str, ...]) -> dict:
+    """The formal job's sbatch options, each with its value and where it came from (slurm_site)."""
+    script = code / LAUNCH_SCRIPT
+    return effective_options(sbatch_options(script.read_text()) if script.is_file() else [], os.environ, given, added)
+
+
+def within_limits(state: RunState, ctx: RunContext, machine: ProbeResult, code: Path, site: dict, config: dict,
+                  roles: ConfigRoles, model: str, resumable: bool) -> None:
+    """Before sbatch: the request within its partition's limits and, for a template that cannot resume, the plan's
+    estimated time within the job's time limit; else the run stops `environment` with the numbers."""
+    cluster = machine.cluster()
+    if cluster is None:
+        return
+    request = node_request((code / LAUNCH_SCRIPT).read_text(), [f"--{k}={v}" if v else f"--{k}" for k, (v, _) in
+                                                                 site.items()])
+    problem = over_limits(request, cluster)
+    limits = cluster.limits(request.partitions[0] if request.partitions else None)
+    pace = Pace.from_dict(state.get("check_pace"))
+    if problem is None and not resumable and limits is not None and pace is not None:
+        limit = limits.time_limit_s(request.time_s)
+        estimate = estimate_seconds(pace, roles.read(config), shape_of(pace.model), shape_of(model))
+        if limit is not None and estimate is not None and estimate[0] > limit:
+            problem = (f"the formal run is estimated at {clock(estimate[0])} ({estimate[0]:.0f} s: {estimate[1]}), "
+                       f"longer than its job may run in partition {limits.name}, {clock(limit)} ({limit} s), and the "
+                       "config has no resume field, so a job ended by its time limit would start again at update 0. "
+                       "Choose a partition with a longer MaxTime (--sbatch-option partition=...), train for fewer "
+                       "updates (--formal-set), or give the config a resume field")
+    if problem is not None:
+        reason = f"formal_train refused before sbatch: {problem}; then `python -m orchestrator resume {ctx.run_id}`"
+        ctx.log.record(Event(ctx.run_id, "formal_train", "environment", "the plan must fit the partition's limits",
+                             reason, extra={"sbatch_options": describe_options(site)}))
+        ctx.on_event(f"formal_train: sbatch options {describe_options(site)}")
+        raise MachineFault(reason, {"check": "formal_train", "kind": "environment", "summary": reason,
+                                    "text": f"{limits.describe() if limits else ''}\n{request.describe()}"})
 
 
 def with_budget(state: RunState, ctx: RunContext, evidence: dict) -> dict:

@@ -10,7 +10,8 @@ orchestrator report` write the same page):
 * every attempt (state.json): its outcome, tokens and cost, the evidence its fix was shown, a refused
   answer's reason, the model's answer, and the coloured diff of its commit (orchestrator.page.diffs);
 * each formal attempt's curves (orchestrator.plots' PNGs, inlined), with the anomaly that stopped it;
-  while a formal job runs, its curves are drawn from its live train.logs.
+  while a formal job runs, its curves are drawn from its live train.logs; a formal run that took several SLURM
+  jobs lists them (orchestrator.chain: each job's cause and ending, the update each went on from);
 
 Everything taken from the LLM, the logs or the researcher's files reaches the HTML through Jinja2's
 autoescaping, so an answer holding `<script>` is shown as text. While the run is running the page
@@ -37,13 +38,13 @@ from orchestrator.journal import write_atomic
 from orchestrator.page.diffs import CommitDiff, commit_diff
 from orchestrator.page.pipeline import END, START, Pipeline, highlight_css, path_taken, pipeline_svg
 from orchestrator.plots import PLOT_METRICS, PLOTS_DIR, write_curves
-from orchestrator.runs import FORMAL_JOB, answered_by_text, job_log, read_state, run_summary
+from orchestrator.runs import FORMAL_JOB, answered_by_text, job_log, jobs_line, read_state, run_summary
 
 PAGE_NAME = "report.html"
 REFRESH_S = 15
 PREVIEW_LINES = 8  # the end of a long evidence text (the exception, the lines it points at), shown unexpanded
 OPEN_DIFF_LINES = 40  # diffs up to this many changed lines are shown open
-ENDED = ("done", "blocked", "failed", "budget", "environment")
+ENDED = ("done", "blocked", "failed", "budget", "environment", "cancelled")
 _TEMPLATE = Path(__file__).with_name("report.html.j2")
 
 
@@ -155,6 +156,7 @@ def render_page(project_root: Path, run_id: str, pipeline: Pipeline | None) -> s
     """The page of run `run_id` as HTML text."""
     project_root = Path(project_root).resolve()
     summary = run_summary(project_root, run_id)
+    summary["jobs_line"] = jobs_line(summary["jobs"]) if summary["jobs"] else ""
     run_dir = project_root / "runs" / run_id
     state = read_state(run_dir) or {}
     status = summary["status"]

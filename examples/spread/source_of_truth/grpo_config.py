@@ -61,6 +61,7 @@ class GRPOConfig:
     checkpoint_every_iters: int = 100  # iterations between checkpoints (0: only the final model)
     output_dir: str = "runs"  # parent folder of the run's folder
     run_name: str = "spread-grpo"  # the run's folder under output_dir: train.logs, Sample_EP.logs, checkpoints
+    resume_from: str = ""  # "latest": the newest checkpoint-N in the run's folder (none yet: afresh), a checkpoint, ""
 
     def __post_init__(self) -> None:
         at_least_one = ("episode_length", "train_iterations", "max_new_tokens_think", "max_new_tokens_act",

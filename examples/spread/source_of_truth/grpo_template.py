@@ -48,6 +48,13 @@ grad_norm, lr, reward_mean and reward_std, clip_ratio, invalid_action_rate, comp
 and agent the prompt, thinking, action output, parsed call, helper result and reward, and the world after
 each turn. Checkpoints and the final model go to the same folder.
 
+Checkpoints and resume: every `checkpoint_every_iters` iterations, `checkpoint-N` in the run's folder holds the
+weights, the tokenizer and the config, and what an exact resume needs: the optimizer and scheduler states, the
+iteration and episode counters and every process's random generators (written whole or not at all).
+`--resume_from latest` continues from the newest one (a fresh start while there is none), `--resume_from FOLDER`
+from that one: the next iteration is N + 1, train.logs and Sample_EP.logs go on (not started afresh), and on the
+same machine and process count the parameters at the end are those of a run never interrupted.
+
 Multi-GPU: `accelerate launch --num_processes N train.py --field value ...`; each process plays its own
 group (seed offset by process index), gradients are averaged by accelerate.
 """
@@ -63,6 +70,7 @@ import json
 import math
 import os
 import random
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -716,13 +724,13 @@ def run_folder(config: GRPOConfig) -> Path:
 
 class RunLogs:
     """train.logs (CSV: the header, then one row per event, its `phase` train, eval or done) and Sample_EP.logs,
-    started afresh in the run's folder and written by the main process only."""
+    started afresh in the run's folder (continued when the run resumes) and written by the main process only."""
 
-    def __init__(self, config: GRPOConfig, accelerator: Accelerator) -> None:
+    def __init__(self, config: GRPOConfig, accelerator: Accelerator, resumed: bool = False) -> None:
         self.enabled = accelerator.is_main_process
         folder = run_folder(config)
         self.train_path, self.sample_path = folder / "train.logs", folder / "Sample_EP.logs"
-        if self.enabled:
+        if self.enabled and not resumed:
             folder.mkdir(parents=True, exist_ok=True)
             with self.train_path.open("w", newline="") as fh:
                 csv.writer(fh).writerow(LOG_COLUMNS)
@@ -753,12 +761,14 @@ def _cell(value: Any) -> str:
 
 
 # ---------------------------------------------------------------- set-up and main loop
-def load_models(config: GRPOConfig, accelerator: Accelerator):
+def load_models(config: GRPOConfig, accelerator: Accelerator, policy: str):
+    """The tokenizer, the policy (from `policy`: the model, or a checkpoint to resume) and the frozen reference
+    (always the model itself)."""
     dtype = torch.bfloat16 if config.use_bf16 and torch.cuda.is_available() else torch.float32
     tokenizer = AutoTokenizer.from_pretrained(config.policy_model)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(config.policy_model, dtype=dtype).train()
+    model = AutoModelForCausalLM.from_pretrained(policy, dtype=dtype).train()
     if config.grad_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     ref_model = None
@@ -768,8 +778,8 @@ def load_models(config: GRPOConfig, accelerator: Accelerator):
     return tokenizer, model, ref_model
 
 
-def build_trainer(config: GRPOConfig, accelerator: Accelerator, num_updates: int) -> Trainer:
-    tokenizer, model, ref_model = load_models(config, accelerator)
+def build_trainer(config: GRPOConfig, accelerator: Accelerator, num_updates: int, policy: str = "") -> Trainer:
+    tokenizer, model, ref_model = load_models(config, accelerator, policy or config.policy_model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.adam_lr, weight_decay=config.adam_weight_decay)
     steps_per_update = config.ppo_epochs * math.ceil(
         config.rollouts_per_group * config.n_agents * config.episode_length * 2
@@ -781,15 +791,84 @@ def build_trainer(config: GRPOConfig, accelerator: Accelerator, num_updates: int
     return Trainer(config, accelerator, model, ref_model, tokenizer, optimizer, scheduler)
 
 
-def save_checkpoint(trainer: Trainer, name: str) -> None:
+# ---------------------------------------------------------------- checkpoints and exact resume
+TRAINING_STATE = "training_state.pt"  # beside a checkpoint's weights: optimizer, scheduler, iteration and episodes
+
+
+def rng_state() -> dict[str, Any]:
+    """This process's random generators: Python's, torch's CPU generator and every CUDA device's."""
+    return {"python": random.getstate(), "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if state["cuda"]:
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(trainer: Trainer, name: str, progress: dict[str, int] | None = None) -> None:
+    """The model, tokenizer and config in the run's folder/NAME; given `progress` (update, episodes_done), also
+    what an exact resume needs: the optimizer, the scheduler, the counters and every process's random generators.
+    It is written into NAME.partial and renamed once whole, so a job killed while saving leaves no half one."""
     accelerator = trainer.accelerator
-    accelerator.wait_for_everyone()
-    if not accelerator.is_main_process:
-        return
     out = run_folder(trainer.config) / name
-    accelerator.unwrap_model(trainer.model).save_pretrained(out, state_dict=accelerator.get_state_dict(trainer.model))
-    trainer.tokenizer.save_pretrained(out)
-    (out / "grpo_config.json").write_text(json.dumps(dataclasses.asdict(trainer.config), indent=2, sort_keys=True))
+    partial = out.with_name(f"{name}.partial")
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+    accelerator.wait_for_everyone()
+    if progress is not None:
+        torch.save(rng_state(), partial / f"rng_state_{accelerator.process_index}.pt")
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        accelerator.unwrap_model(trainer.model).save_pretrained(partial,
+                                                                state_dict=accelerator.get_state_dict(trainer.model))
+        trainer.tokenizer.save_pretrained(partial)
+        (partial / "grpo_config.json").write_text(json.dumps(dataclasses.asdict(trainer.config), indent=2,
+                                                             sort_keys=True))
+        if progress is not None:
+            torch.save({"optimizer": trainer.optimizer.state_dict(), "scheduler": trainer.scheduler.state_dict(),
+                        **progress}, partial / TRAINING_STATE)
+        shutil.rmtree(out, ignore_errors=True)
+        partial.rename(out)
+    accelerator.wait_for_everyone()
+
+
+def checkpoints(folder: Path) -> list[tuple[int, Path]]:
+    """(iteration, folder) of every whole checkpoint-N in `folder` that can be resumed from, oldest first."""
+    found = []
+    for checkpoint in folder.glob("checkpoint-*"):
+        number = checkpoint.name.removeprefix("checkpoint-")
+        if number.isdigit() and (checkpoint / TRAINING_STATE).is_file():
+            found.append((int(number), checkpoint))
+    return sorted(found)
+
+
+def resume_folder(config: GRPOConfig) -> Path | None:
+    """The checkpoint `resume_from` names: "latest" is the newest in the run's folder (None while there is none)."""
+    if not config.resume_from:
+        return None
+    if config.resume_from == "latest":
+        found = checkpoints(run_folder(config))
+        return found[-1][1] if found else None
+    folder = Path(config.resume_from)
+    if not (folder / TRAINING_STATE).is_file():
+        raise FileNotFoundError(f"resume_from={config.resume_from}: no {TRAINING_STATE} there; give a "
+                                f"checkpoint-N folder, \"latest\" or \"\"")
+    return folder
+
+
+def restore(trainer: Trainer, folder: Path) -> dict[str, int]:
+    """The optimizer, the scheduler and this process's random generators as the checkpoint saved them (its weights
+    are the policy build_trainer loaded); the iteration and episode counters it was saved at."""
+    state = torch.load(folder / TRAINING_STATE, map_location="cpu", weights_only=False)
+    trainer.optimizer.load_state_dict(state["optimizer"])
+    trainer.scheduler.load_state_dict(state["scheduler"])
+    set_rng_state(torch.load(folder / f"rng_state_{trainer.accelerator.process_index}.pt", weights_only=False))
+    return {"update": state["update"], "episodes_done": state["episodes_done"]}
 
 
 def evaluate(trainer: Trainer, engine: RolloutEngine) -> dict[str, float]:
@@ -814,16 +893,19 @@ def train(config: GRPOConfig) -> None:
     accelerator = Accelerator()
     episodes_per_update = config.rollouts_per_group * accelerator.num_processes
     num_updates = config.train_iterations
-    trainer = build_trainer(config, accelerator, num_updates)
+    resume_from = resume_folder(config)
+    trainer = build_trainer(config, accelerator, num_updates, str(resume_from or ""))
     torch.manual_seed(config.rng_seed + accelerator.process_index)
-    logs = RunLogs(config, accelerator)
+    logs = RunLogs(config, accelerator, resumed=resume_from is not None)
     engine = make_engine(accelerator.unwrap_model(trainer.model), trainer.tokenizer, config)
+    # the last thing before the first iteration: the random generators continue where the checkpoint left them
+    done = restore(trainer, resume_from) if resume_from is not None else {"update": 0, "episodes_done": 0}
     if accelerator.is_main_process:
         print(f"[start] model={config.policy_model}, processes={accelerator.num_processes}, iterations={num_updates}, "
-              f"episodes per iteration={episodes_per_update}, agents={config.n_agents}, logs in {run_folder(config)}",
-              flush=True)
-    episodes_done = 0
-    for update in range(1, num_updates + 1):
+              f"episodes per iteration={episodes_per_update}, agents={config.n_agents}, logs in {run_folder(config)}"
+              + (f", resumed from {resume_from}" if resume_from is not None else ""), flush=True)
+    episodes_done = done["episodes_done"]
+    for update in range(done["update"] + 1, num_updates + 1):
         started = time.perf_counter()
         group = (update - 1) * accelerator.num_processes + accelerator.process_index
         seed = config.rng_seed + group
@@ -853,7 +935,7 @@ def train(config: GRPOConfig) -> None:
             logs.row("eval", update=update, total_updates=num_updates, episode=episodes_done,
                      **reduce_mean(accelerator, evaluate(trainer, engine)))
         if config.checkpoint_every_iters and update % config.checkpoint_every_iters == 0:
-            save_checkpoint(trainer, f"checkpoint-{update}")
+            save_checkpoint(trainer, f"checkpoint-{update}", {"update": update, "episodes_done": episodes_done})
     save_checkpoint(trainer, "final")
     logs.row("done", update=num_updates, total_updates=num_updates, episode=episodes_done)
 

@@ -44,6 +44,13 @@ weights an AdamW step of the size of `learning_rate` would be rounded away.
 Logs: the main process hands the metrics of every `logging_steps`-th update and one full episode
 (the first of the run, then one every `sample_every` episodes) to `RunLogger`, which writes
 `train.logs` and `Sample_EP.logs` into `output_dir`.
+
+Checkpoints and resume: every `save_steps` updates, `output_dir/checkpoint-N` holds the weights, the tokenizer
+and the config, and what an exact resume needs: the optimizer and scheduler states, the step and episode
+counters and every process's random generators (written whole or not at all). `--resume_from latest` continues
+from the newest one (a fresh start while there is none), `--resume_from FOLDER` from that one: the next update is
+N + 1, RunLogger's `start` gets `resumed_at` N (0 for a fresh start), and on the same machine and process count
+the parameters at the end are those of a run never interrupted.
 """
 
 # === GENERIC — DO NOT MODIFY ===
@@ -54,6 +61,7 @@ import dataclasses
 import json
 import math
 import random
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -368,13 +376,15 @@ class TrainState:
     scheduler: Any
 
 
-def load_state(config: GRPOConfig, accelerator: Accelerator) -> TrainState:
+def load_state(config: GRPOConfig, accelerator: Accelerator, policy: str = "") -> TrainState:
+    """The tokenizer, the policy (from `policy`: the model, or a checkpoint to resume), the frozen reference
+    (always the model itself), the optimizer and the scheduler."""
     tokenizer = AutoTokenizer.from_pretrained(config.model_name_or_path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     # fp32 master weights: in pure bf16 an AdamW step of ~learning_rate (1e-6) is below the rounding
     # step of most weights and is lost; under bf16 mixed precision accelerate autocasts the forward
-    model = AutoModelForCausalLM.from_pretrained(config.model_name_or_path, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(policy or config.model_name_or_path, dtype=torch.float32)
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
@@ -448,16 +458,83 @@ def reduce_mean(accelerator: Accelerator, values: dict[str, float]) -> dict[str,
     return dict(zip(keys, accelerator.reduce(tensor, reduction="mean").tolist()))
 
 
-def save_model(state: TrainState, name: str) -> None:
+# ---------------------------------------------------------------- checkpoints and exact resume
+TRAINING_STATE = "training_state.pt"  # beside a checkpoint's weights: optimizer, scheduler, step and episodes
+
+
+def rng_state() -> dict[str, Any]:
+    """This process's random generators: Python's, torch's CPU generator and every CUDA device's."""
+    return {"python": random.getstate(), "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def set_rng_state(rng: dict[str, Any]) -> None:
+    random.setstate(rng["python"])
+    torch.set_rng_state(rng["torch"])
+    if rng["cuda"]:
+        torch.cuda.set_rng_state_all(rng["cuda"])
+
+
+def save_model(state: TrainState, name: str, progress: dict[str, int] | None = None) -> None:
+    """The model, tokenizer and config in output_dir/NAME; given `progress` (step, episodes_done), also what an
+    exact resume needs: the optimizer, the scheduler, the counters and every process's random generators. It is
+    written into NAME.partial and renamed once whole, so a job killed while saving leaves no half checkpoint."""
     accelerator = state.accelerator
+    out = Path(state.config.output_dir) / name
+    partial = out.with_name(f"{name}.partial")
     accelerator.wait_for_everyone()
     state_dict = accelerator.get_state_dict(state.model)
     if accelerator.is_main_process:
-        out = Path(state.config.output_dir) / name
-        accelerator.unwrap_model(state.model).save_pretrained(out, state_dict=state_dict)
-        state.tokenizer.save_pretrained(out)
-        (out / "grpo_config.json").write_text(json.dumps(dataclasses.asdict(state.config), indent=2))
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
     accelerator.wait_for_everyone()
+    if progress is not None:
+        torch.save(rng_state(), partial / f"rng_state_{accelerator.process_index}.pt")
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        accelerator.unwrap_model(state.model).save_pretrained(partial, state_dict=state_dict)
+        state.tokenizer.save_pretrained(partial)
+        (partial / "grpo_config.json").write_text(json.dumps(dataclasses.asdict(state.config), indent=2))
+        if progress is not None:
+            torch.save({"optimizer": state.optimizer.state_dict(), "scheduler": state.scheduler.state_dict(),
+                        **progress}, partial / TRAINING_STATE)
+        shutil.rmtree(out, ignore_errors=True)
+        partial.rename(out)
+    accelerator.wait_for_everyone()
+
+
+def checkpoints(output_dir: str) -> list[tuple[int, Path]]:
+    """(step, folder) of every whole checkpoint-N in output_dir that can be resumed from, oldest first."""
+    found = []
+    for folder in Path(output_dir).glob("checkpoint-*"):
+        number = folder.name.removeprefix("checkpoint-")
+        if number.isdigit() and (folder / TRAINING_STATE).is_file():
+            found.append((int(number), folder))
+    return sorted(found)
+
+
+def resume_folder(config: GRPOConfig) -> Path | None:
+    """The checkpoint `resume_from` names: "latest" is the newest in output_dir (None while there is none)."""
+    if not config.resume_from:
+        return None
+    if config.resume_from == "latest":
+        found = checkpoints(config.output_dir)
+        return found[-1][1] if found else None
+    folder = Path(config.resume_from)
+    if not (folder / TRAINING_STATE).is_file():
+        raise FileNotFoundError(f"resume_from={config.resume_from}: no {TRAINING_STATE} there; give a "
+                                f"checkpoint-N folder, \"latest\" or \"\"")
+    return folder
+
+
+def restore(state: TrainState, folder: Path) -> dict[str, int]:
+    """The optimizer, the scheduler and this process's random generators as the checkpoint saved them (its weights
+    are the policy load_state loaded); the step and episode counters it was saved at."""
+    saved = torch.load(folder / TRAINING_STATE, map_location="cpu", weights_only=False)
+    state.optimizer.load_state_dict(saved["optimizer"])
+    state.scheduler.load_state_dict(saved["scheduler"])
+    set_rng_state(torch.load(folder / f"rng_state_{state.accelerator.process_index}.pt", weights_only=False))
+    return {"step": saved["step"], "episodes_done": saved["episodes_done"]}
 
 
 # === CUSTOMIZE ===
@@ -532,20 +609,23 @@ def train(config: GRPOConfig) -> None:
     accelerator = Accelerator(mixed_precision="bf16" if config.bf16 and torch.cuda.is_available() else "no")
     random.seed(config.seed)
     torch.manual_seed(config.seed)
-    state = load_state(config, accelerator)
+    resume_from = resume_folder(config)
+    state = load_state(config, accelerator, str(resume_from or ""))
     torch.manual_seed(config.seed + 1_000_003 * accelerator.process_index)  # processes sample differently
     prompts = HunterPrompts(state.tokenizer)
     logger = RunLogger(config) if accelerator.is_main_process else None
     groups_per_step = config.gradient_accumulation_steps * accelerator.num_processes
     episodes_per_step = groups_per_step * config.num_generations
+    # the last thing before the first update: the random generators continue where the checkpoint left them
+    done = restore(state, resume_from) if resume_from is not None else {"step": 0, "episodes_done": 0}
     if logger:
         logger.start({"model": config.model_name_or_path, "max_steps": config.max_steps,
                       "num_processes": accelerator.num_processes, "episodes_per_step": episodes_per_step,
                       "num_generations": config.num_generations, "num_hunters": config.num_hunters,
-                      "horizon": config.horizon, "config": dataclasses.asdict(config)})
+                      "horizon": config.horizon, "config": dataclasses.asdict(config), "resumed_at": done["step"]})
     run_started = time.perf_counter()
-    episodes_done = 0
-    for step in range(1, config.max_steps + 1):
+    episodes_done = done["episodes_done"]
+    for step in range(done["step"] + 1, config.max_steps + 1):
         started = time.perf_counter()
         # record the run's first episode, then the first of every update that reaches a multiple of sample_every
         next_sample = (episodes_done // config.sample_every + 1) * config.sample_every
@@ -570,7 +650,7 @@ def train(config: GRPOConfig) -> None:
             logger.log_episode({"step": step, "episode": episodes_done - episodes_per_step + 1,
                                 **rollouts[0].transcript})
         if config.save_steps and step % config.save_steps == 0 and step != config.max_steps:
-            save_model(state, f"checkpoint-{step}")
+            save_model(state, f"checkpoint-{step}", {"step": step, "episodes_done": episodes_done})
     save_model(state, "final")
     if logger:
         logger.finish({"steps": config.max_steps, "episodes": episodes_done,

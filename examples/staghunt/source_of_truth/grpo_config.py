@@ -65,6 +65,9 @@ class GRPOConfig:
     sample_every: int = field(default=10, metadata={
         "help": "Episodes between two full episodes written to Sample_EP.logs."})
     save_steps: int = field(default=100, metadata={"help": "Updates between checkpoints; 0 saves only the final model."})
+    resume_from: str = field(default="", metadata={
+        "help": "\"latest\": resume from the newest checkpoint-N in output_dir (a fresh start while there is "
+                "none); a checkpoint folder: from that one; \"\": start afresh."})
 
     def __post_init__(self) -> None:
         for name in ("num_hunters", "grid_size", "horizon", "max_completion_length", "max_steps",
