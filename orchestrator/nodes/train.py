@@ -256,7 +256,8 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx.on_event(f"formal_train: launching with {overrides or 'the default config'} on {model}")
     planned = roles.read(config).get("updates_total")
     job = make_job(code / LAUNCH_SCRIPT, args, use_slurm=use_slurm, log_path=folder / LOG_NAME,
-                   locate_log=lambda: find_log(folder), timeout_s=ctx.formal.timeout_s,
+                   locate_log=lambda: find_log(folder), locate_samples=lambda: find_log(folder, SAMPLE_LOG_NAME),
+                   timeout_s=ctx.formal.timeout_s,
                    monitor=replace(MonitorConfig(), hang_seconds=ctx.formal.hang_seconds),
                    on_progress=lambda p: ctx.on_event(describe(p, planned)), record=record, log_format=log_format,
                    cluster=machine.cluster())
