@@ -21,6 +21,11 @@ detect_grad_norm_explosion    yes      grad_norm > ``grad_norm_abs_max`` (1e4), 
                                        > ``grad_norm_explosion_factor`` (10) x the median of the
                                        previous ``grad_norm_window`` (5) updates
 detect_kl_blowup              yes      kl > ``kl_max`` (1.0)
+detect_invalid_rise           yes      invalid_action_rate averaged over ``invalid_rise_window``
+                                       (3) updates sits more than ``invalid_rise`` (0.3) above its
+                                       early level (the mean of the first ``invalid_early_updates``
+                                       (3) updates): the policy is losing its action format;
+                                       the evidence names the outputs that failed (Sample_EP.logs)
 detect_reward_collapse        yes      the moving average of reward_mean over
                                        ``reward_collapse_window`` (5) updates sits more than
                                        ``reward_collapse_drop`` (0.5) below its best so far,
@@ -31,6 +36,13 @@ detect_flat_reward            no*      reward_std == 0 and frac_reward_zero_std 
 ============================  =======  ======================================================
 
 * serious only with ``flat_reward_serious=True``: a tiny random model always has flat rewards.
+
+The invalid-action rate is found generically: ``invalid_action_rate`` is the log vocabulary's name
+(``logformat.METRIC_ALIASES``: ``invalid_rate``, ``invalid_move_rate``, ... or the key a learned log
+format maps to ``invalid_rate``), whatever the template calls it; the failed outputs are read from the
+run's Sample_EP.logs by the words that say an action failed (``failed_outputs``), not by its layout. The
+rise is absolute, in fractions of actions: 0.3 is far above the noise of a 3-update mean (a group of 8
+episodes of 5 turns and 2 agents is 80 actions; at a rate of 0.1 one update's standard error is 0.03).
 
 The collapse drop is absolute, in reward units: the Cleanup game pays +1 per apple and
 -0.1 per invalid action, so 0.5 is half an apple per agent-episode, well above the noise of a
@@ -49,17 +61,19 @@ from __future__ import annotations
 import math
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from orchestrator.execution import exit_after_done, launcher_failures, rank_errors
+from orchestrator.failed_outputs import failed_outputs
 from orchestrator.logformat import LogRecord
 
 EVIDENCE_LIMIT = 2000
 
 _TIMESTAMP = "%Y-%m-%dT%H:%M:%S"
 _LOSS_KEYS = ("loss", "policy_loss", "kl")
+SampleReader = Callable[[], str]  # the end of the run's Sample_EP.logs, read when asked
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,9 @@ class MonitorConfig:
     flat_reward_serious: bool = False  # flat rewards stop the run only when set
     reward_collapse_drop: float = 0.5  # moving-average reward falling this far (absolute) below its best -> collapse
     reward_collapse_window: int = 5  # updates in the reward moving average
+    invalid_rise: float = 0.3  # invalid-action rate (windowed) this far (absolute) above its early level -> serious
+    invalid_early_updates: int = 3  # the first updates whose mean invalid-action rate is the early level
+    invalid_rise_window: int = 3  # updates in the invalid-action rate's moving average
     hang_seconds: float = 1800.0  # no new train/eval line for T seconds while the process lives -> hung
     min_updates_for_trends: int = 10  # train lines needed before reward-collapse is judged (two windows)
 
@@ -237,6 +254,33 @@ def detect_reward_collapse(records: Sequence[LogRecord], config: MonitorConfig) 
     return None
 
 
+def detect_invalid_rise(records: Sequence[LogRecord], config: MonitorConfig,
+                        samples: SampleReader = lambda: "") -> Anomaly | None:
+    """The invalid-action rate climbing well above its early level; `samples` reads the end of the run's
+    Sample_EP.logs (only when it climbed), whose failed outputs become the evidence."""
+    series = _series(records, "invalid_action_rate")
+    early_updates, window = config.invalid_early_updates, config.invalid_rise_window
+    early = statistics.fmean(v for _, v in series[:early_updates]) if len(series) >= early_updates else None
+    for i in range(early_updates + window - 1, len(series)):
+        recent = series[i - window + 1:i + 1]
+        level = statistics.fmean(v for _, v in recent)
+        if early is None or level - early <= config.invalid_rise:
+            continue
+        update = _update(series[i][0])
+        first, last = _update(series[0][0]), _update(series[early_updates - 1][0])
+        climb = series[early_updates:i + 1][-10:]
+        rose = [f"update {_update(r)}: {_g(v)}" for r, v in climb if v - early > config.invalid_rise / 2]
+        failed = failed_outputs(samples())
+        return Anomaly("invalid_action_rise", True, update,
+                       f"invalid_action_rate rose from {_g(early)} (updates {first}-{last}) to {_g(level)} "
+                       f"(mean of the {window} updates to update {update}; it rose at {', '.join(rose)}): the policy "
+                       f"is losing its action format; {failed.summary}; lower the learning rate or its value after "
+                       "warm-up, raise the KL coefficient to the reference model, tighten the clip range, and check "
+                       "the failed outputs against the action parser",
+                       _trim(_evidence([r for r, _ in recent]) + "\n\n" + failed.text))
+    return None
+
+
 def detect_flat_reward(records: Sequence[LogRecord], config: MonitorConfig) -> Anomaly | None:
     streak: list[LogRecord] = []
     for record in _trains(records):
@@ -348,14 +392,17 @@ def detect_stderr(stderr_tail: str, logged_done: bool = False) -> Anomaly | None
 
 
 def detect_all(records: Sequence[LogRecord], *, stderr_tail: str = "", now: datetime | None = None,
-               last_output_at: datetime | None = None, config: MonitorConfig = MonitorConfig()) -> list[Anomaly]:
-    """Every anomaly in the latest run, serious ones first (otherwise in detector order)."""
+               last_output_at: datetime | None = None, config: MonitorConfig = MonitorConfig(),
+               samples: SampleReader = lambda: "") -> list[Anomaly]:
+    """Every anomaly in the latest run, serious ones first (otherwise in detector order); `samples` reads the end
+    of the run's Sample_EP.logs when a detector needs it."""
     run = current_run(records)
     found = [
         detect_stderr(stderr_tail, logged_done=any(r.kind == "done" for r in run)),
         detect_nan(run, config),
         detect_grad_norm_explosion(run, config),
         detect_kl_blowup(run, config),
+        detect_invalid_rise(run, config, samples),
         detect_reward_collapse(run, config),
         detect_hang(run, now, last_output_at, config) if now is not None else None,
         detect_flat_reward(run, config),

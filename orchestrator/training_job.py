@@ -73,6 +73,7 @@ from orchestrator.sizing import node_request, over_limits, unmet
 from orchestrator.slurm_site import env_options
 
 STDERR_TAIL_BYTES = 8 * 1024  # what the detectors see at each poll
+SAMPLES_TAIL_BYTES = 64 * 1024  # the end of Sample_EP.logs: the latest sampled episodes, read when a detector asks
 FINAL_TAIL_BYTES = 64 * 1024  # what classifies a job that ended: the traceback may sit above later noise
 RUN_DIR_ENV = "ORCHESTRATOR_RUN_DIR"  # set by the runner (orchestrator.runlock): where job records go
 _ENDED = frozenset({"finished", "failed", "stopped", "hung", "timeout"})
@@ -140,8 +141,10 @@ class _Watch:
 
     def __init__(self, tail: LogTail, stdout_path: Path, stderr_path: Path, config: MonitorConfig,
                  on_progress: ProgressCallback | None, since: datetime, locate: LogLocator | None = None,
-                 on_found: Callable[[Path], None] = lambda path: None) -> None:
+                 on_found: Callable[[Path], None] = lambda path: None,
+                 locate_samples: LogLocator | None = None) -> None:
         self._tail, self._first = tail, len(tail.records)
+        self._locate_samples = locate_samples
         self.stdout_path, self.stderr_path = stdout_path, stderr_path
         self._paths = (tail.path, stdout_path, stderr_path)
         self._sizes = [_size(p) for p in self._paths]
@@ -192,12 +195,17 @@ class _Watch:
         if sizes != self._sizes:
             self._sizes, self.last_output_at = sizes, now
         return detect_all(self.records, stderr_tail=read_tail(self.stderr_path, STDERR_TAIL_BYTES), now=now,
-                          last_output_at=self.last_output_at, config=self.config)
+                          last_output_at=self.last_output_at, config=self.config, samples=self.samples)
 
     def final(self) -> list[Anomaly]:
         """Anomalies of a job that ended: no hang, and a longer stderr tail."""
         self.read()
-        return detect_all(self.records, stderr_tail=read_tail(self.stderr_path, FINAL_TAIL_BYTES), config=self.config)
+        return detect_all(self.records, stderr_tail=read_tail(self.stderr_path, FINAL_TAIL_BYTES), config=self.config,
+                          samples=self.samples)
+
+    def samples(self) -> str:
+        """The end of the run's Sample_EP.logs ('' when it has none or none is located)."""
+        return read_tail(self._locate_samples(), SAMPLES_TAIL_BYTES) if self._locate_samples is not None else ""
 
     def tails(self) -> tuple[str, str]:
         return read_tail(self.stdout_path, STDERR_TAIL_BYTES), read_tail(self.stderr_path, STDERR_TAIL_BYTES)
@@ -256,6 +264,7 @@ class _WatchedJob(ABC):
     record: Path | None = None
     log_format: LogFormat | None = None  # how train.logs is read (None: the first guess)
     locate_log: LogLocator | None = None  # where train.logs is now: asked at each poll until it exists
+    locate_samples: LogLocator | None = None  # where Sample_EP.logs is: asked when a detector needs its failed outputs
     _recorded: dict | None = None  # an earlier process's record of this job, when adopted
 
     def _load_record(self) -> dict | None:
@@ -317,7 +326,7 @@ class _WatchedJob(ABC):
                 if self.record is not None:
                     halt_point("job_start", self.record.stem)
             watch = _Watch(tail, *self._outputs(), self.monitor, self.on_progress, started, self.locate_log,
-                           self._found_log)
+                           self._found_log, self.locate_samples)
             if adopted is not None:
                 self._recorded = {**found, **(self._recorded or {})}
                 self.restarts = [Restart(**r) for r in found.get("restarts", [])]
@@ -752,12 +761,13 @@ def make_job(launch_script: Path, args: list[str], *, use_slurm: bool, log_path:
              on_progress: ProgressCallback | None = None, run: Runner | None = None,
              record: Path | None = None, sbatch_options: Sequence[str] = (),
              cluster: SlurmCluster | None = None, log_format: LogFormat | None = None,
-             locate_log: LogLocator | None = None) -> TrainingJob | SlurmJob:
+             locate_log: LogLocator | None = None, locate_samples: LogLocator | None = None) -> TrainingJob | SlurmJob:
     """The job for ``launch_script args``: ``sbatch`` it, or ``bash`` it here; either way with ``env`` and
     PYTHON = this interpreter in its environment.
 
     Both run in the script's folder (the script cds there); ``log_path`` is the train.logs to watch, read
-    in ``log_format``; ``locate_log``, when given, says where it is instead, asked again until it exists.
+    in ``log_format``; ``locate_log``, when given, says where it is instead, asked again until it exists;
+    ``locate_samples`` where the run's Sample_EP.logs is, asked when a detector shows its failed outputs.
     ``run`` is SlurmJob's command runner. ``record`` (default: ``default_record``) makes the job its
     run's: adopted, not duplicated, after a crash. Without a record, job.stdout / job.stderr go beside
     train.logs. ``sbatch_options`` go to sbatch before the script and win over its ``#SBATCH`` lines;
@@ -777,7 +787,7 @@ def make_job(launch_script: Path, args: list[str], *, use_slurm: bool, log_path:
         job = TrainingJob(["bash", str(Path(launch_script).resolve()), *args], workdir, log_path, env=env,
                           monitor=monitor, poll_s=poll_s or 2.0, timeout_s=timeout_s, on_progress=on_progress,
                           output_dir=Path(log_path).parent, record=record)
-    job.log_format, job.locate_log = log_format, locate_log
+    job.log_format, job.locate_log, job.locate_samples = log_format, locate_log, locate_samples
     return job
 
 

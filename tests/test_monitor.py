@@ -21,6 +21,7 @@ from orchestrator.monitor import (
     detect_flat_reward,
     detect_grad_norm_explosion,
     detect_hang,
+    detect_invalid_rise,
     detect_kl_blowup,
     detect_nan,
     detect_reward_collapse,
@@ -174,6 +175,9 @@ TRIGGERS = [
     pytest.param(detect_grad_norm_explosion, at(2, grad_norm=2e4), "grad_norm_explosion", 2, id="grad-absolute"),
     pytest.param(detect_kl_blowup, at(9, kl=3.2), "kl_blowup", 9, id="kl"),
     pytest.param(detect_reward_collapse, from_update(15, reward_mean=-1.0), "reward_collapse", 16, id="collapse"),
+    # early level 0.29 (updates 1-3); the mean of updates 11-13 is 0.68
+    pytest.param(detect_invalid_rise, from_update(12, invalid_action_rate=0.9), "invalid_action_rise", 13,
+                 id="invalid-rise"),
 ]
 
 
@@ -188,7 +192,7 @@ def test_detector_fires_on_first_bad_update(detector: Callable[..., Any], overri
 
 
 @pytest.mark.parametrize("detector", [detect_nan, detect_grad_norm_explosion, detect_kl_blowup,
-                                      detect_reward_collapse, detect_flat_reward])
+                                      detect_reward_collapse, detect_flat_reward, detect_invalid_rise])
 def test_detector_quiet_on_healthy_log(detector: Callable[..., Any]) -> None:
     assert detector(HEALTHY, CONFIG) is None
 
@@ -214,6 +218,74 @@ def test_reward_collapse_waits_for_min_updates() -> None:
 
 def test_reward_collapse_ignores_a_single_bad_update() -> None:
     assert detect_reward_collapse(records_for(25, at(15, reward_mean=-1.0)), CONFIG) is None
+
+
+# Sample_EP.logs as the two example templates write a failed action: Cleanup's transcript, Stag Hunt's
+CLEANUP_SAMPLES = """===== episode 41 (update 6, seed 47) returns [-0.3, 1.0] =====
+--- turn 0 ---
+[agent 0] thinking: I am agent 0 at (2, 3). Plan: collect_nearest_apple().
+[agent 0] action output: {"action": "collect_nearest_apple", "agent_id": 0, "args": {"coord_x": 4}}
+[agent 0] parsed call: {"action": "collect_nearest_apple", "agent_id": 0, "args": {"coord_x": 4}}
+[agent 0] helper result: completed=False, played STAY (invalid: TypeError: got an unexpected keyword 'coord_x')
+[agent 0] reward: +0.000
+[agent 1] action output: {"action": "collect_n
+[agent 1] parsed call: null
+[agent 1] helper result: completed=False, played STAY (unparseable: no JSON object with an "action" key in the output)
+"""
+STAGHUNT_SAMPLES = """--- turn 3 ---
+[hunter 1] thinking_output: I am agent 1 at (4, 4). Plan: hunt().
+[hunter 1] action_output: {"action": "hunt", "agent_id": 1, "args": {}
+[hunter 1] parsed_call: null
+[hunter 1] helper_result: None valid=False error=ValueError: no JSON object with an "action" key in the output
+[hunter 1] declared_move: WAIT  reward: -0.10
+"""
+# the rate of a run that loses its action format in a few updates (the learning test's settings, one seed)
+CLIMB = {1: 0.0, 2: 0.0125, 3: 0.0, 4: 0.05, 5: 0.4, 6: 0.75, 7: 0.8}
+
+
+def invalid_rates(rates: dict[int, float]) -> Overrides:
+    return lambda u: {"invalid_action_rate": rates.get(u, 0.3 - u / 200)}
+
+
+def test_an_invalid_rate_that_climbs_is_serious_with_the_updates_it_rose_at_and_the_failed_outputs() -> None:
+    anomaly = detect_invalid_rise(records_for(7, invalid_rates(CLIMB)), CONFIG, lambda: CLEANUP_SAMPLES)
+    assert anomaly is not None and (anomaly.kind, anomaly.update, anomaly.serious) == ("invalid_action_rise", 6, True)
+    assert "from 0.004167 (updates 1-3) to 0.4" in anomaly.message
+    assert "it rose at update 5: 0.4, update 6: 0.75" in anomaly.message
+    assert "update 4" not in anomaly.message and "2 failed actions" in anomaly.message
+    assert 'played STAY (unparseable: no JSON object' in anomaly.evidence
+    assert '[agent 1] action output: {"action": "collect_n' in anomaly.evidence
+    assert "unexpected keyword 'coord_x'" in anomaly.evidence and "update=6 " in anomaly.evidence
+
+
+def test_the_failed_outputs_are_found_by_their_words_in_another_template_s_transcript() -> None:
+    anomaly = detect_invalid_rise(records_for(7, invalid_rates(CLIMB)), CONFIG, lambda: STAGHUNT_SAMPLES)
+    assert anomaly is not None
+    assert '[hunter 1] action_output: {"action": "hunt", "agent_id": 1, "args": {}\n[hunter 1] parsed_call: null' \
+        in anomaly.evidence
+    assert "thinking_output" not in anomaly.evidence and "1 failed actions" in anomaly.message
+
+
+def test_samples_are_read_only_when_the_rate_climbs() -> None:
+    def unreadable() -> str:
+        raise AssertionError("read Sample_EP.logs for a healthy run")
+
+    assert detect_invalid_rise(HEALTHY, CONFIG, unreadable) is None
+
+
+@pytest.mark.parametrize("rates", [
+    pytest.param({u: 0.8 for u in range(1, 21)}, id="invalid-from-the-start"),  # the after-run check's case
+    pytest.param({12: 0.9}, id="one-bad-update"),
+    pytest.param({12: 0.7, 14: 0.7}, id="two-bad-updates-apart"),
+    pytest.param({u: 0.3 + u / 100 for u in range(1, 21)}, id="slow-drift-of-0.2"),
+])
+def test_an_invalid_rate_that_does_not_climb_far_is_no_anomaly(rates: dict[int, float]) -> None:
+    assert detect_invalid_rise(records_for(20, invalid_rates(rates)), CONFIG) is None
+
+
+def test_a_climbing_invalid_rate_stops_the_run_before_a_reward_collapse_is_judged() -> None:
+    kinds = [a.kind for a in detect_all(records_for(7, invalid_rates(CLIMB)), samples=lambda: CLEANUP_SAMPLES)]
+    assert kinds == ["invalid_action_rise"]
 
 
 FLAT = {"reward_std": 0.0, "frac_reward_zero_std": 1.0}

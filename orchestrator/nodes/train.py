@@ -289,7 +289,8 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     def start(plan: Plan):
         job_args = deliver(roles, {**delivered, **plan.changes}, code / "grpo_config.py") if plan.changes else args
         return make_job(code / LAUNCH_SCRIPT, job_args, use_slurm=use_slurm, log_path=folder / LOG_NAME,
-                        locate_log=lambda: find_log(folder), timeout_s=ctx.formal.timeout_s,
+                        locate_log=lambda: find_log(folder),
+                        locate_samples=lambda: find_log(folder, SAMPLE_LOG_NAME), timeout_s=ctx.formal.timeout_s,
                         poll_s=ctx.formal.poll_s,
                         monitor=replace(MonitorConfig(), hang_seconds=ctx.formal.hang_seconds),
                         on_progress=lambda p: ctx.on_event(describe(p, planned)), record=record,
