@@ -41,9 +41,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.config_file import field_kinds, load_config_class  # noqa: E402
+from orchestrator.sources.config_file import field_kinds, load_config_class  # noqa: E402
 from orchestrator.demo import example, recorded_roles  # noqa: E402
-from orchestrator.roles import ConfigRoles, parses_command_line, validate_roles  # noqa: E402
+from orchestrator.sources.roles import ConfigRoles, parses_command_line, validate_roles  # noqa: E402
 
 HELD_OUT_BASE = 10_000_000  # the Cleanup template's evaluation seeds start here
 SEED_SPACING = 10_000  # runs of seed k train on game seeds k * SEED_SPACING + update: no two share a board

@@ -41,11 +41,11 @@ sys.path.insert(0, str(ROOT))
 
 from held_out import SEED_SPACING, HeldOut, game_roles  # noqa: E402
 
-from orchestrator.config_file import field_defaults, field_kinds, load_config_class  # noqa: E402
+from orchestrator.sources.config_file import field_defaults, field_kinds, load_config_class  # noqa: E402
 from orchestrator.demo import example  # noqa: E402
-from orchestrator.logformat import parse_log  # noqa: E402
-from orchestrator.roles import deliver  # noqa: E402
-from orchestrator.tiny_agent import local_tiny_agent  # noqa: E402
+from orchestrator.training.logformat import parse_log  # noqa: E402
+from orchestrator.sources.roles import deliver  # noqa: E402
+from orchestrator.tiny.agent import local_tiny_agent  # noqa: E402
 
 METRICS = ("reward_mean", "invalid_action_rate")
 SMOOTHING = 5

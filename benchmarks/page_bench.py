@@ -54,7 +54,7 @@ def main() -> None:
 
     from orchestrator.graph import build_graph
     from orchestrator.page import Pipeline, write_page
-    from orchestrator.runs import list_runs
+    from orchestrator.run.runs import list_runs
 
     root = (args.project_root or demo_project()).resolve()
     run_id = args.run_id or list_runs(root)[-1].run_id

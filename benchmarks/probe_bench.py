@@ -34,7 +34,7 @@ def main() -> int:
         return 1
     import torch  # noqa: F401  (the probe imports it; its import time is not the probe's commands')
 
-    from orchestrator.probe import SINFO_TIMEOUT_S, probe
+    from orchestrator.training.machine import SINFO_TIMEOUT_S, probe
 
     folder = Path(tempfile.mkdtemp(prefix="probe-bench-"))
     conf = folder / "slurm.conf"

@@ -36,7 +36,7 @@ Each engine runs one untimed warm-up turn (compilation, CUDA graph capture) befo
 Roofline of this workload mode (GPU only): a decode step must read every parameter once plus the KV cache of every live token;
 HBM bandwidth is measured with a device-to-device copy. roofline tok/s = bandwidth / bytes per step x batch.
 
-The model is randomly initialised from `orchestrator.tiny_model.qwen3_config_for` (no download); token ids
+The model is randomly initialised from `orchestrator.tiny.model.qwen3_config_for` (no download); token ids
 come from `build_tokenizer`. The template's GENERIC code is imported from the reference generated train.py.
 """
 
@@ -68,7 +68,7 @@ from transformers import AutoModelForCausalLM, Qwen3Config, get_scheduler  # noq
 
 import train  # noqa: E402
 from grpo_config import GRPOConfig  # noqa: E402
-from orchestrator.tiny_model import build_tokenizer, qwen3_config_for  # noqa: E402
+from orchestrator.tiny.model import build_tokenizer, qwen3_config_for  # noqa: E402
 
 ENGINES = ("naive", "hf", "hf-static", "static")
 DEFAULTS = {  # shape -> (prompt tokens, thinking tokens, action tokens)

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.tiny_agent import MARKER_FILE, REFUSALS, local_tiny_agent  # noqa: E402
+from orchestrator.tiny.agent import MARKER_FILE, REFUSALS, local_tiny_agent  # noqa: E402
 
 
 def play(folder: Path, agent: Path, episodes: int, turns: int, seed: int) -> dict:
@@ -39,7 +39,7 @@ def play(folder: Path, agent: Path, episodes: int, turns: int, seed: int) -> dic
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from orchestrator.rules.exposed import OBSERVATION_HELPER, action_helpers
-    from orchestrator.tiny_agent import _advance, _agent_ids, _fresh_game, _game_play
+    from orchestrator.tiny.agent import _advance, _agent_ids, _fresh_game, _game_play
 
     sys.path.insert(0, str(folder))
     import env_move

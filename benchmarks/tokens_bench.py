@@ -45,11 +45,11 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator.checks import RuntimeCheckSpec  # noqa: E402
 from orchestrator.demo import Example, example, transcript  # noqa: E402
-from orchestrator.formal import FormalSpec  # noqa: E402
+from orchestrator.training.formal import FormalSpec  # noqa: E402
 from orchestrator.llm import DEFAULT_MODEL, Usage, price_usd  # noqa: E402
 from orchestrator.runner import start_run  # noqa: E402
-from orchestrator.template import GENERIC, read_sections, split_lines  # noqa: E402
-from orchestrator.tiny_agent import TINY_AGENT  # noqa: E402
+from orchestrator.sources.template import GENERIC, read_sections, split_lines  # noqa: E402
+from orchestrator.tiny.agent import TINY_AGENT  # noqa: E402
 
 TOKENIZER_SDK = "anthropic==0.34.2"  # the last SDK releases ship Anthropic's tokenizer.json
 TOKENIZER_CACHE = ROOT / "models" / "claude-tokenizer" / "tokenizer.json"

@@ -29,11 +29,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from orchestrator import checks  # noqa: E402
-from orchestrator.census import FINDINGS_NAME  # noqa: E402
-from orchestrator.config_file import field_kinds, load_config_class  # noqa: E402
+from orchestrator.training.census import FINDINGS_NAME  # noqa: E402
+from orchestrator.sources.config_file import field_kinds, load_config_class  # noqa: E402
 from orchestrator.demo import example, recorded_roles  # noqa: E402
-from orchestrator.roles import validate_roles  # noqa: E402
-from orchestrator.tiny_model import build_tiny_model  # noqa: E402
+from orchestrator.sources.roles import validate_roles  # noqa: E402
+from orchestrator.tiny.model import build_tiny_model  # noqa: E402
 
 
 def reference_set(name: str, dest: Path) -> tuple[Path, Path]:

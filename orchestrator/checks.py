@@ -21,13 +21,13 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from orchestrator.census import Census, TrainingFindings, census_env, read_census, read_training_check
-from orchestrator.config_file import accepted_values, load_config_class
-from orchestrator.execution import (ExecutionResult, execute, exit_after_done, last_traceback, launcher_failures,
+from orchestrator.training.census import Census, TrainingFindings, census_env, read_census, read_training_check
+from orchestrator.sources.config_file import accepted_values, load_config_class
+from orchestrator.base.execution import (ExecutionResult, execute, exit_after_done, last_traceback, launcher_failures,
                                     own_tracebacks, rank_errors, strip_progress_bars, tail)
 from orchestrator.faults import CODE, ENVIRONMENT, Cause, cause_of
-from orchestrator.logformat import LogFormat, read_log, sample_problems
-from orchestrator.roles import ConfigRoles, deliver, parses_command_line
+from orchestrator.training.logformat import LogFormat, read_log, sample_problems
+from orchestrator.sources.roles import ConfigRoles, deliver, parses_command_line
 from orchestrator.rules import GENERATED_FILES, Violation, check_folder, errors
 from orchestrator.rules.dynamic import probe_folder, probe_plan
 from orchestrator.rules.recorded_launch import check_recorded_launch, probe_args
@@ -408,7 +408,7 @@ def unset_roles_note(roles: ConfigRoles) -> str:
 def judge_training_log(path: Path, spec: RuntimeCheckSpec, seconds: float,
                        log_format: LogFormat | None = None) -> CheckResult:
     """A clean exit is not enough: completed updates with finite loss and grad norm, read without a sign of
-    misreading (orchestrator.logformat.sample_problems), and with a real model also varying rewards and
+    misreading (orchestrator.training.logformat.sample_problems), and with a real model also varying rewards and
     some parsed actions."""
     log_format = log_format or LogFormat()
     records = read_log(path, log_format)

@@ -22,11 +22,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from orchestrator.formal import DEFAULT_MODEL
+from orchestrator.training.formal import DEFAULT_MODEL
 from orchestrator.llm.base import MAX_ANSWER_TOKENS
-from orchestrator.runs import (SetupError, answered_by_text, from_disk, jobs_line, list_runs, metrics_line,
-                               run_summary, spent)
-from orchestrator.tiny_agent import TINY_AGENT
+from orchestrator.run.runs import SetupError, answered_by_text, jobs_line, list_runs, metrics_line, run_summary, spent
+from orchestrator.base.files import from_disk
+from orchestrator.tiny.agent import TINY_AGENT
 
 if TYPE_CHECKING:
     from orchestrator.runner import RunOutcome
@@ -70,7 +70,7 @@ def _bad_input(message: str) -> None:
 
 
 def _sbatch_options(pairs: list[str]) -> tuple[str, ...]:
-    from orchestrator.slurm_site import option_flag
+    from orchestrator.training.slurm_site import option_flag
 
     try:
         return tuple(option_flag(pair) for pair in pairs)
@@ -128,10 +128,10 @@ def run(
 ) -> None:
     """The whole pipeline, Step 0 to the end."""
     from orchestrator.checks import RuntimeCheckSpec
-    from orchestrator.formal import FormalSpec
+    from orchestrator.training.formal import FormalSpec
     from orchestrator.runner import start_run
-    from orchestrator.state import Limits
-    from orchestrator.workspace import WorkspaceError
+    from orchestrator.run.state import Limits
+    from orchestrator.base.workspace import WorkspaceError
 
     limits = Limits(max_cost_usd=max_cost, max_tokens=max_tokens, max_attempts_per_check=max_attempts,
                     max_answer_tokens=max_answer_tokens)
@@ -163,7 +163,7 @@ def resume(
 ) -> None:
     """Continue a run from its checkpoint (after a crash, a cap, a cancelled job, or from a chosen node)."""
     from orchestrator.runner import resume_run
-    from orchestrator.workspace import WorkspaceError
+    from orchestrator.base.workspace import WorkspaceError
 
     try:
         with _progress() as on_event:
@@ -179,7 +179,7 @@ def resume(
 @app.command()
 def history(run_id: str = typer.Argument(...), project_root: Path = RootOption) -> None:
     """Every attempt of a run, read from the workspace's git history."""
-    from orchestrator.workspace import Workspace, WorkspaceError
+    from orchestrator.base.workspace import Workspace, WorkspaceError
 
     try:
         attempts = Workspace(project_root / "workspace").history(branch=f"run/{run_id}")
@@ -274,7 +274,7 @@ def check(
     check and the behaviour rules on a real game (in a fresh interpreter). Exit 0 only when all pass; warnings
     are printed but do not fail."""
     from orchestrator.checks import rule_violations, run_import_check
-    from orchestrator.source_check import check_source_of_truth
+    from orchestrator.run.source_check import check_source_of_truth
     from orchestrator.rules import errors
 
     try:
@@ -303,7 +303,7 @@ def demo(example: str = typer.Option("cleanup", help="an example under examples/
     """The whole pipeline offline: a recorded LLM, the tiny local model, no network, no GPU, no key."""
     from orchestrator.demo import roles_of, run_demo
     from orchestrator.nodes.review import IDEAS_FILE
-    from orchestrator.workspace import WorkspaceError
+    from orchestrator.base.workspace import WorkspaceError
 
     started = time.monotonic()
     try:

@@ -27,16 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.checks import RuntimeCheckSpec
-from orchestrator.config_file import accepted_values, field_help, field_kinds, load_config_class, value_kind
-from orchestrator.edits import sections_answer
-from orchestrator.formal import FormalSpec
-from orchestrator.logformat import LOG_FORMAT_FILE
+from orchestrator.sources.config_file import accepted_values, field_help, field_kinds, load_config_class, value_kind
+from orchestrator.llm.edits import sections_answer
+from orchestrator.training.formal import FormalSpec
+from orchestrator.training.logformat import LOG_FORMAT_FILE
 from orchestrator.nodes.review import IDEAS_FILE
-from orchestrator.roles import ConfigRoles, corrections, parses_command_line, suggest_roles, validate_roles
+from orchestrator.sources.roles import ConfigRoles, corrections, parses_command_line, suggest_roles, validate_roles
 from orchestrator.runner import RunOutcome, check_project_root, check_source_of_truth, start_run
-from orchestrator.runs import SetupError
-from orchestrator.template import holes, read_sections
-from orchestrator.tiny_agent import TINY_AGENT
+from orchestrator.run.runs import SetupError
+from orchestrator.sources.template import holes, read_sections
+from orchestrator.tiny.agent import TINY_AGENT
 
 PROJECT = Path(__file__).resolve().parents[1]
 EXAMPLES = PROJECT / "examples"

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
-from orchestrator.execution import TRACEBACK_HEAD, unprefixed
+from orchestrator.base.execution import TRACEBACK_HEAD, unprefixed
 from orchestrator.rules import FOLDER_FILES, GENERATED_FILES, SOURCE_FILES
 
 CODE, ENVIRONMENT = "code", "environment"

@@ -22,7 +22,7 @@ from orchestrator.nodes.review import review
 from orchestrator.nodes.roles import map_roles
 from orchestrator.nodes.setup import setup
 from orchestrator.nodes.train import formal_train
-from orchestrator.state import RunContext, RunState
+from orchestrator.run.state import RunContext, RunState
 
 STOP_STATUSES = ("blocked", "failed", "budget")
 GENERATION = ("setup", "map_roles", *(step.node for step in STEPS))

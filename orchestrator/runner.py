@@ -3,13 +3,13 @@
 A run is `runs/RUN_ID/` with `run.json` (settings and status; paths relative to the project root, so
 a copied project resumes into itself), `checkpoints.sqlite` (LangGraph, thread id = run id, written
 before the next node starts), `journal.jsonl` (every paid answer and every commit, fsynced: see
-orchestrator.journal), `jobs/` (training job records), `formal-N/` (formal attempt N's own folder: its
+orchestrator.run.journal), `jobs/` (training job records), `formal-N/` (formal attempt N's own folder: its
 code, logs, outputs; orchestrator.nodes.train), `events.jsonl`, `claude.logs`, `probe.json`,
-`report.md`, `state.json` (orchestrator.runs: what `status` reads, rewritten after every checkpoint),
-`plots/` (orchestrator.plots), `report.html` (orchestrator.page: the run in a browser, rewritten with
+`report.md`, `state.json` (orchestrator.run.runs: what `status` reads, rewritten after every checkpoint),
+`plots/` (orchestrator.training.plots), `report.html` (orchestrator.page: the run in a browser, rewritten with
 state.json and every PAGE_LIVE_S while a node reports progress).
 
-Crash consistency: one run at a time holds the workspace (orchestrator.runlock). A resume after a
+Crash consistency: one run at a time holds the workspace (orchestrator.base.runlock). A resume after a
 crash reconciles the journal with the checkpoint: commits no checkpointed attempt names are rolled
 back and the interrupted node runs again, getting the answers it already paid for back from the
 journal (never paying twice) and adopting its training job instead of starting a second one;
@@ -39,27 +39,30 @@ from typing import Any, Callable, Iterator, Sequence
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from orchestrator.actionlog import ActionLog, Event
+from orchestrator.base.actionlog import ActionLog, Event
 from orchestrator.checks import EVIDENCE_CHARS, RuntimeCheckSpec
-from orchestrator.execution import tail
+from orchestrator.base.execution import tail
 from orchestrator.faults import ENVIRONMENT, cause_of
-from orchestrator.formal import FormalSpec
+from orchestrator.training.formal import FormalSpec
 from orchestrator.graph import NODES, build_graph
-from orchestrator.halt import halt_point
-from orchestrator.journal import Journal, journaled, write_atomic
-from orchestrator.limits import RunStopped
+from orchestrator.base.halt import halt_point
+from orchestrator.run.journal import Journal, journaled
+from orchestrator.base.files import write_atomic
+from orchestrator.run.limits import RunStopped
 from orchestrator.llm import MAX_ANSWER_TOKENS, PRICES_FILE, Backend, LLMError, Reply, load_prices, make_llm
 from orchestrator.llm.reported import ReportedLLM, call_line
 from orchestrator.page import Pipeline, write_page
-from orchestrator.plots import curves_section
-from orchestrator.runlock import WorkspaceBusy, WorkspaceLock, marked_process, run_processes, stop_processes
-from orchestrator.runs import (FORMAL_JOB, RunSettings, SetupError, check_run_id, evidence_lines, llm_paths, spent,
-                               to_disk, write_state)
-from orchestrator.state import Limits, RunContext, RunState, attempt_count
-from orchestrator.training_job import live_jobs
-from orchestrator.workspace import Workspace, WorkspaceError
-from orchestrator.rules import CONFIG_CLASS, config_fields
-from orchestrator.source_check import check_source_of_truth
+from orchestrator.training.plots import curves_section
+from orchestrator.base.runlock import WorkspaceBusy, WorkspaceLock, marked_process, run_processes, stop_processes
+from orchestrator.run.runs import (damaged_checkpoints, FORMAL_JOB, RunSettings, SetupError, check_run_id,
+                                   evidence_lines, llm_paths, spent, write_state)
+from orchestrator.base.files import to_disk
+from orchestrator.run.state import Limits, RunContext, RunState, attempt_count
+from orchestrator.training.job import live_jobs
+from orchestrator.base.workspace import Workspace, WorkspaceError
+from orchestrator.sources.config_file import CONFIG_CLASS
+from orchestrator.rules import config_fields
+from orchestrator.run.source_check import check_source_of_truth
 
 EXIT_CODES = {"done": 0, "blocked": 1, "failed": 1, "budget": 3, "environment": 4, "cancelled": 5,
               "interrupted": 130}
@@ -158,11 +161,6 @@ class _Saver(SqliteSaver):
         return saved
 
 
-def _damaged(run_dir: Path, exc: Exception) -> SetupError:
-    return SetupError(f"{run_dir / 'checkpoints.sqlite'} is damaged ({exc}); this run cannot be resumed from it: "
-                      f"start a new run with `python -m orchestrator run` (the workspace branch keeps its files)")
-
-
 @contextmanager
 def open_graph(run_dir: Path, *, must_exist: bool = False) -> Iterator[Any]:
     path = run_dir / "checkpoints.sqlite"
@@ -174,21 +172,11 @@ def open_graph(run_dir: Path, *, must_exist: bool = False) -> Iterator[Any]:
         with _Saver.from_conn_string(str(path)) as saver:
             yield build_graph(saver)
     except sqlite3.DatabaseError as exc:
-        raise _damaged(run_dir, exc) from exc
+        raise damaged_checkpoints(run_dir, exc) from exc
 
 
 def thread(run_id: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": run_id}}
-
-
-def checkpoint_state(run_dir: Path, run_id: str) -> tuple[RunState, tuple[str, ...]]:
-    """The latest checkpoint's values and next nodes."""
-    with open_graph(run_dir, must_exist=True) as graph:
-        try:
-            snapshot = graph.get_state(thread(run_id))
-        except sqlite3.DatabaseError as exc:
-            raise _damaged(run_dir, exc) from exc
-    return snapshot.values or {}, tuple(snapshot.next)
 
 
 def _llm_or_setup_error(spec: str, root: Path, limits: Limits, **kwargs: Any) -> Backend:
@@ -319,7 +307,7 @@ def resume_run(project_root: Path, run_id: str, *, from_node: str | None = None,
                 if not next_nodes:
                     return _record_ending(settings, values, previous, Pipeline.of(graph.get_graph()), on_event)
             except sqlite3.DatabaseError as exc:
-                raise _damaged(settings.run_dir, exc) from exc
+                raise damaged_checkpoints(settings.run_dir, exc) from exc
         committed = any(a.get("sha") for a in values.get("attempts") or [])  # else setup has not run yet
         try:
             ctx = make_context(settings, on_event, values.get("ledger") or {}, create_workspace=not committed)

@@ -30,7 +30,7 @@ REFERENCE = ROOT / "examples" / "cleanup" / "reference_generated"
 
 
 _AGENT_BUILDS: list[subprocess.Popen] = []
-_BUILD_AGENT = ("import sys; from pathlib import Path; from orchestrator.tiny_agent import local_tiny_agent; "
+_BUILD_AGENT = ("import sys; from pathlib import Path; from orchestrator.tiny.agent import local_tiny_agent; "
                 "local_tiny_agent(Path(sys.argv[1]), Path(sys.argv[2]))")
 
 
@@ -100,7 +100,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from orchestrator.tiny_model import build_tiny_model
+    from orchestrator.tiny.model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
 
@@ -137,7 +137,7 @@ def edit_file(folder: Path, name: str, change) -> None:
 
 def into_first_hole(code: str) -> Callable[[Path], None]:
     """A mutant: `code` at the top of train.py's first module-level CUSTOMIZE section."""
-    from orchestrator.template import read_sections
+    from orchestrator.sources.template import read_sections
 
     def mutate(folder: Path) -> None:
         def change(text: str) -> str:
@@ -198,7 +198,7 @@ GENERATION_STEPS = {
 def file_answer(*names: str, folder: Path = REFERENCE) -> str:
     """A generation step's answer with the reference files' contents: whole files, except train.py, which
     Step 3 answers with its CUSTOMIZE sections."""
-    from orchestrator.edits import sections_answer
+    from orchestrator.llm.edits import sections_answer
 
     if names == ("train.py",):
         return sections_answer((folder / "train.py").read_text())

@@ -1,4 +1,4 @@
-"""Tests for orchestrator.actionlog."""
+"""Tests for orchestrator.base.actionlog."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.actionlog import ActionLog, Event, now_iso
+from orchestrator.base.actionlog import ActionLog, Event, now_iso
 
 
 @pytest.fixture

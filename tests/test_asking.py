@@ -3,7 +3,7 @@ once more, to be shorter, when it was cut at the most the backend allows."""
 
 from __future__ import annotations
 
-from orchestrator.asking import MAX_ANSWER_TOKENS, ask
+from orchestrator.llm.asking import MAX_ANSWER_TOKENS, ask
 from orchestrator.llm import Reply, Usage
 
 USER = [{"role": "user", "content": "edit train.py"}]

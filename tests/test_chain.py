@@ -1,4 +1,4 @@
-"""A formal run across its SLURM jobs (orchestrator.chain): what follows each ending the cluster causes, the chain's
+"""A formal run across its SLURM jobs (orchestrator.training.chain): what follows each ending the cluster causes, the chain's
 record, and the restarts marked on its log. Fake jobs and a fake sinfo/scontrol; the real cluster's endings are in
 tests/test_slurm_endings.py."""
 
@@ -9,12 +9,12 @@ from dataclasses import replace
 from pathlib import Path
 
 
-from orchestrator.chain import Chain, Plan, Resubmit, Situation, Stop, follow_up, restarts, run_chain
-from orchestrator.logformat import parse_log
-from orchestrator.probe import SlurmCluster, parse_slurm_nodes
-from orchestrator.roles import ConfigRoles
-from orchestrator.sizing import NodeRequest
-from orchestrator.training_job import JobResult, Restart
+from orchestrator.training.chain import Chain, Plan, Resubmit, Situation, Stop, follow_up, restarts, run_chain
+from orchestrator.training.logformat import parse_log
+from orchestrator.training.machine import SlurmCluster, parse_slurm_nodes
+from orchestrator.sources.roles import ConfigRoles
+from orchestrator.training.sizing import NodeRequest
+from orchestrator.training.job import JobResult, Restart
 
 LOG = parse_log("start updates=6\ntrain update=1 loss=1\ntrain update=2 loss=1\ntrain update=3 loss=1\n"
                 "start updates=6 resumed_at=2\ntrain update=3 loss=0.5\ntrain update=4 loss=0.5\n")

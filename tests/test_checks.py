@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.execution import last_traceback
+from orchestrator.base.execution import last_traceback
 from orchestrator.checks import (RuntimeCheckSpec, classify_failure, code_excerpts, fingerprint, implicated_files,
                                  judge_training_log, run_guards, run_import_check, run_runtime_check)
 
@@ -144,9 +144,9 @@ def test_a_failure_after_done_is_told_apart_from_a_code_error(generated_dir: Pat
                                                                done: bool, passed: bool, shown: str):
     from conftest import ROOT
 
-    from orchestrator.config_file import field_kinds, load_config_class
+    from orchestrator.sources.config_file import field_kinds, load_config_class
     from orchestrator.demo import example, recorded_roles
-    from orchestrator.roles import validate_roles
+    from orchestrator.sources.roles import validate_roles
 
     stderr = Path(__file__).parent / "fixtures" / fixture
     (generated_dir / "launch_training.sh").write_text(FAILING_LAUNCH.format(

@@ -23,10 +23,10 @@ import git
 import pytest
 from conftest import REFERENCE, SOURCE_OF_TRUTH, reference_replies, write_transcript
 
-from orchestrator.journal import Journal
+from orchestrator.run.journal import Journal
 from orchestrator.llm import Usage
-from orchestrator.logformat import parse_log
-from orchestrator.runlock import RUN_DIR_ENV
+from orchestrator.training.logformat import parse_log
+from orchestrator.base.runlock import RUN_DIR_ENV
 
 HALT_WAIT_S = 900.0  # generous: a halt normally comes within seconds, but one may follow a tiny-agent build (minutes under load)
 IMPORT_FAULT = ("import prompt_template\n", "import prompt_templates\n")

@@ -10,9 +10,9 @@ from conftest import REFERENCE, file_answer, roles_reply
 from messages_api import ScriptedServer
 
 from orchestrator.checks import RuntimeCheckSpec
-from orchestrator.journal import Journal
+from orchestrator.run.journal import Journal
 from orchestrator.runner import start_run
-from orchestrator.state import Limits
+from orchestrator.run.state import Limits
 
 GENERATION = [("helpers.py",), ("prompt_template.py",), ("train.py",), ("launch_training.sh",)]
 GENERATION_TAGS = ["generate_helpers", "generate_prompts", "generate_train", "generate_launch"]
@@ -149,9 +149,9 @@ def test_machine_faults_stop_the_run_before_any_fix_and_resume_reaches_done(proj
     import orchestrator.checks
     from conftest import reference_replies, write_transcript
 
-    from orchestrator.actionlog import ActionLog
+    from orchestrator.base.actionlog import ActionLog
     from orchestrator.runner import resume_run
-    from orchestrator.runs import run_summary
+    from orchestrator.run.runs import run_summary
 
     fix = {"tag": "fix", "text": edit("train.py", "import json", "import json  # never needed"),
            "usage": {"input_tokens": 9000, "output_tokens": 500}}

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from orchestrator.execution import execute
-from orchestrator.logformat import parse_log
+from orchestrator.base.execution import execute
+from orchestrator.training.logformat import parse_log
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 import pytest
 
-from orchestrator.edits import (
+from orchestrator.llm.edits import (
     Edit,
     EditFormatError,
     FileBlock,

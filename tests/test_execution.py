@@ -1,7 +1,7 @@
 import sys
 from pathlib import Path
 
-from orchestrator.execution import execute, last_traceback, strip_progress_bars, tail
+from orchestrator.base.execution import execute, last_traceback, strip_progress_bars, tail
 
 
 def test_captures_output_and_exit_code(tmp_path: Path):

@@ -13,9 +13,9 @@ import pytest
 from conftest import REFERENCE, SOURCE_OF_TRUTH, file_answer, roles_reply
 from messages_api import PromptDrivenServer, request_text
 
-from orchestrator.helper_docs import helper_readme
+from orchestrator.rules.helper_docs import helper_readme
 from orchestrator.runner import start_run
-from orchestrator.template import read_template
+from orchestrator.sources.template import read_template
 
 STEPS = {"Step 1": ("helpers.py",), "Step 2": ("prompt_template.py",), "Step 3": ("train.py",),
          "Step 4": ("launch_training.sh",)}

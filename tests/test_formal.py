@@ -11,15 +11,15 @@ import git
 import pytest
 from conftest import REFERENCE, SOURCE_OF_TRUTH, example_generated
 
-from orchestrator.config_file import field_kinds, load_config_class
+from orchestrator.sources.config_file import field_kinds, load_config_class
 from orchestrator.demo import example, recorded_roles
-from orchestrator.formal import (DEFAULT_MODEL, FormalSpec, config_values, is_stand_in, mostly_unparseable,
+from orchestrator.training.formal import (DEFAULT_MODEL, FormalSpec, config_values, is_stand_in, mostly_unparseable,
                                  parse_proposal, token_cap_raise, vet)
 from orchestrator.graph import after_formal_train
 from orchestrator.nodes.finish import finish
 from orchestrator.nodes.train import launch_refusal, mismatch_evidence
-from orchestrator.probe import GPU, ProbeResult, SlurmNode
-from orchestrator.roles import ConfigRoles, to_args, validate_roles
+from orchestrator.training.machine import GPU, ProbeResult, SlurmNode
+from orchestrator.sources.roles import ConfigRoles, to_args, validate_roles
 
 H100 = ProbeResult(gpus=[GPU(0, "NVIDIA H100 80GB HBM3", 81559)], cuda_version="12.4", driver_version="550",
                    torch_version="2.13", torch_cuda_available=True, slurm=False, slurm_partitions=[], slurm_info=None,
@@ -210,12 +210,12 @@ CPU = ProbeResult(gpus=[], cuda_version=None, driver_version=None, torch_version
 
 def test_the_formal_run_shows_live_progress_from_a_log_in_a_config_named_folder_and_leaves_the_workspace_clean(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from orchestrator.actionlog import ActionLog
+    from orchestrator.base.actionlog import ActionLog
     from orchestrator.llm import ReplayLLM
     from orchestrator.nodes.train import formal_train
-    from orchestrator.runs import latest_formal_metrics
-    from orchestrator.state import RunContext
-    from orchestrator.workspace import Workspace
+    from orchestrator.run.runs import latest_formal_metrics
+    from orchestrator.run.state import RunContext
+    from orchestrator.base.workspace import Workspace
 
     root = tmp_path / "project"
     source = root / "source_of_truth"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.demo import example
-from orchestrator.helper_docs import helper_readme, rendered_docs, stale_docs
+from orchestrator.rules.helper_docs import helper_readme, rendered_docs, stale_docs
 
 EXAMPLES = ("cleanup", "staghunt", "spread")
 

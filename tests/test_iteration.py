@@ -16,14 +16,14 @@ import pytest
 from browser import render
 from conftest import SOURCE_OF_TRUTH, reference_replies, write_transcript
 
-from orchestrator.census import read_training_check
+from orchestrator.training.census import read_training_check
 from orchestrator.checks import RuntimeCheckSpec, find_log
 from orchestrator.demo import example, formal_proposal, recorded_roles
-from orchestrator.formal import FormalSpec
-from orchestrator.logformat import parse_log
-from orchestrator.plots import log_series
+from orchestrator.training.formal import FormalSpec
+from orchestrator.training.logformat import parse_log
+from orchestrator.training.plots import log_series
 from orchestrator.runner import start_run
-from orchestrator.runs import metrics_line
+from orchestrator.run.runs import metrics_line
 
 REWARD = "def shape_reward(reward: float, info: dict, agent_id: int) -> float:\n    return reward\n"
 NAN_REWARD = ("def shape_reward(reward: float, info: dict, agent_id: int) -> float:\n"

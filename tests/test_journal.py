@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.asking import ask
-from orchestrator.journal import Journal, JournaledLLM, journaled
+from orchestrator.llm.asking import ask
+from orchestrator.run.journal import Journal, JournaledLLM, journaled
 from orchestrator.llm import ReplayLLM, Usage
 
 USER = [{"role": "user", "content": "write helpers.py"}]

@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 from conftest import copy_generated_set
 
-from orchestrator.execution import execute
-from orchestrator.logformat import parse_log
-from orchestrator.tiny_agent import local_tiny_agent
+from orchestrator.base.execution import execute
+from orchestrator.training.logformat import parse_log
+from orchestrator.tiny.agent import local_tiny_agent
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))

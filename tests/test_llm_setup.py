@@ -18,7 +18,7 @@ from test_cli import refusal
 
 from orchestrator.llm import LLMError, Usage, load_prices, make_llm
 from orchestrator.llm.prices import Price, PriceTable, claude_family
-from orchestrator.runs import RunSettings
+from orchestrator.run.runs import RunSettings
 
 USER = [{"role": "user", "content": "hello"}]
 

@@ -18,17 +18,17 @@ import pytest
 
 from conftest import GENERATION_STEPS, copy_generated_set, edit_file, file_answer, roles_reply, write_transcript
 from log_corpus import FORMATS, LEARNED_ONLY, TRAINER_FORMATS, format_variant, with_format, write_log
-from orchestrator.actionlog import ActionLog
-from orchestrator.checks import CheckResult, RuntimeCheckSpec, ShortRun, run_runtime_check
-from orchestrator.execution import ExecutionResult
+from orchestrator.base.actionlog import ActionLog
+from orchestrator.checks import RuntimeCheckSpec, ShortRun, run_runtime_check
+from orchestrator.base.execution import ExecutionResult
 from orchestrator.llm import LLMError
-from orchestrator.logformat import (LOG_FORMAT_FILE, LogFormat, format_from_answer, logging_code_hash, parse_log,
-                                    read_log, sample_problems)
-from orchestrator.monitor import Progress, progress
+from orchestrator.training.logformat import (LOG_FORMAT_FILE, LogFormat, format_from_answer, logging_code_hash,
+                                             parse_log, read_log, sample_problems)
+from orchestrator.training.monitor import Progress, progress
 from orchestrator.nodes.logformat import validated
 from orchestrator.nodes.train import describe
-from orchestrator.plots import latest_metrics, write_curves
-from orchestrator.runs import latest_formal_metrics, metrics_line, state_record
+from orchestrator.training.plots import latest_metrics, write_curves
+from orchestrator.run.runs import latest_formal_metrics, metrics_line, state_record
 from test_tiny_agent import cleanup_roles
 
 
@@ -273,8 +273,8 @@ def _runtime_check_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log: str,
     holding `replies`: (the node's state update, train.logs's path, the project's claude.logs)."""
     from orchestrator.llm import ReplayLLM
     from orchestrator.nodes import checks as check_nodes
-    from orchestrator.state import RunContext
-    from orchestrator.workspace import Workspace
+    from orchestrator.run.state import RunContext
+    from orchestrator.base.workspace import Workspace
 
     log_path = tmp_path / "run/runtime_check/logs/train.logs"
     log_path.parent.mkdir(parents=True)
@@ -374,7 +374,7 @@ def test_a_learned_format_is_reused_while_the_logging_code_is_unchanged(tmp_path
     from types import SimpleNamespace
 
     from orchestrator.nodes.logformat import known_format
-    from orchestrator.workspace import Workspace
+    from orchestrator.base.workspace import Workspace
 
     workspace = Workspace.open(tmp_path / "workspace")
     train = (Path(__file__).resolve().parents[1] / "examples/cleanup/reference_generated/train.py").read_text()
@@ -425,7 +425,7 @@ def test_the_pipeline_learns_an_unreadable_format_once_and_commits_it(project: P
 def test_each_format_passes_a_real_runtime_check_with_status_and_curves(tmp_path: Path, name: str):
     folder = copy_generated_set(tmp_path / "generated")
     format_variant(folder, name)
-    from orchestrator.tiny_agent import local_tiny_agent
+    from orchestrator.tiny.agent import local_tiny_agent
 
     agent = local_tiny_agent(Path(__file__).resolve().parents[1], folder)
     spec = RuntimeCheckSpec(model=str(agent), real_model=False, plays=True, episodes=4, turns=1, cpu_processes=1)
@@ -448,7 +448,7 @@ def test_each_format_passes_a_real_runtime_check_with_status_and_curves(tmp_path
 def test_a_launch_script_that_ignores_the_process_count_is_evidence_for_a_fix(tmp_path: Path):
     folder = copy_generated_set(tmp_path / "generated")
     edit_file(folder, "launch_training.sh", lambda text: text.replace('"${CPU_PROCESSES:-1}"', "1"))
-    from orchestrator.tiny_agent import local_tiny_agent
+    from orchestrator.tiny.agent import local_tiny_agent
 
     agent = local_tiny_agent(Path(__file__).resolve().parents[1], folder)
     spec = RuntimeCheckSpec(model=str(agent), real_model=False, plays=True, episodes=4, turns=1, cpu_processes=2)

@@ -7,8 +7,8 @@ import importlib.metadata
 import json
 from pathlib import Path
 
-from orchestrator.manifest import PACKAGES, package_versions, write_manifest
-from orchestrator.probe import GPU, ProbeResult
+from orchestrator.training.manifest import PACKAGES, package_versions, write_manifest
+from orchestrator.training.machine import GPU, ProbeResult
 from source_of_truth.grpo_config import GRPOConfig
 
 SOURCE_OF_TRUTH = Path(__file__).resolve().parents[1] / "source_of_truth"
@@ -53,7 +53,7 @@ def test_workspace_sha_is_optional_and_missing_packages_are_none(tmp_path: Path)
 
 
 def test_the_manifest_records_what_the_job_really_ran_with(tmp_path: Path) -> None:
-    from orchestrator.manifest import record_job_config, saved_job_config
+    from orchestrator.training.manifest import record_job_config, saved_job_config
 
     manifest = tmp_path / "manifest.json"
     manifest.write_text(json.dumps({"config": {"max_action_tokens": 48, "seed": 1}}))

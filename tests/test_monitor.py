@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.logformat import LogRecord, LogTail, parse_line, parse_log
-from orchestrator.monitor import (
+from orchestrator.training.logformat import LogRecord, LogTail, parse_line, parse_log
+from orchestrator.training.monitor import (
     EVIDENCE_LIMIT,
     MonitorConfig,
     Progress,

@@ -17,10 +17,10 @@ from conftest import SOURCE_OF_TRUTH, reference_replies, write_transcript
 
 from orchestrator.graph import build_graph
 from orchestrator.page import Pipeline, render_page
-from orchestrator.runlock import WorkspaceLock
+from orchestrator.base.runlock import WorkspaceLock
 from orchestrator.runner import start_run
-from orchestrator.runs import RunSettings
-from orchestrator.state import Limits
+from orchestrator.run.runs import RunSettings
+from orchestrator.run.state import Limits
 
 IMPORT_FAULT = ("import prompt_template\n", "import prompt_templates\n")
 INJECTED = '<script>document.body.insertAdjacentHTML("beforeend", "<div id=pwned>ran</div>")</script>'

@@ -15,10 +15,10 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from orchestrator.graph import build_graph
-from orchestrator.helper_docs import helper_readme
+from orchestrator.rules.helper_docs import helper_readme
 import orchestrator.runner as runner
 from orchestrator.runner import SetupError, resume_run
-from orchestrator.state import Limits
+from orchestrator.run.state import Limits
 
 def start_run(project: Path, **kwargs):
     """Steps 0-4 are under test here: runs stop once generate_launch has passed."""

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.logformat import parse_log
-from orchestrator.plots import STOP_MARK, curves_section, latest_metrics, metric_series, write_curves
+from orchestrator.training.logformat import parse_log
+from orchestrator.training.plots import STOP_MARK, curves_section, latest_metrics, metric_series, write_curves
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

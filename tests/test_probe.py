@@ -1,4 +1,4 @@
-"""Tests for orchestrator.probe, with faked nvidia-smi/sinfo and on this machine."""
+"""Tests for orchestrator.training.machine, with faked nvidia-smi/sinfo and on this machine."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from orchestrator.execution import run_command
-from orchestrator.probe import GPU, SINFO_NODES, SINFO_TIMEOUT_S, ProbeResult, SlurmNode, probe
-from orchestrator.slurm_site import PartitionLimits
+from orchestrator.base.execution import run_command
+from orchestrator.training.machine import GPU, SINFO_NODES, SINFO_TIMEOUT_S, ProbeResult, SlurmNode, probe
+from orchestrator.training.slurm_site import PartitionLimits
 
 GPU_CSV = (
     "0, NVIDIA H100 80GB HBM3, 81559, 81016, 550.54.15\n"
@@ -96,7 +96,7 @@ def test_the_probe_cuts_sinfo_short(monkeypatch: pytest.MonkeyPatch) -> None:
         timeouts[cmd[0]] = timeout_s
         return 127, "", f"{cmd[0]}: command not found"
 
-    monkeypatch.setattr("orchestrator.probe.run_command", run_command)
+    monkeypatch.setattr("orchestrator.training.machine.run_command", run_command)
     probe()
     assert timeouts["sinfo"] == SINFO_TIMEOUT_S <= 5
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.execution import execute
-from orchestrator.logformat import parse_log
+from orchestrator.base.execution import execute
+from orchestrator.training.logformat import parse_log
 
 TRAIN_KEYS = {"update", "episode", "loss", "policy_loss", "kl", "reward_mean", "reward_std", "frac_reward_zero_std",
               "lr", "grad_norm", "clip_ratio", "completion_mean_length", "completion_clipped_ratio",

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, example_generated
 
-from orchestrator.logformat import read_log
-from orchestrator.monitor import current_run
-from orchestrator.tiny_agent import local_tiny_agent
+from orchestrator.training.logformat import read_log
+from orchestrator.training.monitor import current_run
+from orchestrator.tiny.agent import local_tiny_agent
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ EXAMPLES = {
 BOTH_RUNS = """import json, shutil, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from orchestrator.logformat import parse_log
+from orchestrator.training.logformat import parse_log
 import train
 args_a, args_b, run_a, run_b = json.loads(sys.argv[2]), json.loads(sys.argv[3]), Path(sys.argv[4]), Path(sys.argv[5])
 sys.argv = sys.argv[:1]

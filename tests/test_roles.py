@@ -12,10 +12,10 @@ import pytest
 from conftest import SOURCE_OF_TRUTH, file_answer, write_transcript
 
 from orchestrator.checks import RuntimeCheckSpec
-from orchestrator.config_file import field_defaults, field_help, field_kinds, load_config_class, set_values
+from orchestrator.sources.config_file import field_defaults, field_help, field_kinds, load_config_class, set_values
 from orchestrator.demo import example, first_guess, recorded_roles
-from orchestrator.roles import (CONFIG_FILE, ConfigRoles, corrections, deliver, parses_command_line, suggest_roles,
-                                validate_roles)
+from orchestrator.sources.roles import (CONFIG_FILE, ConfigRoles, corrections, deliver, parses_command_line,
+                                        suggest_roles, validate_roles)
 from orchestrator.runner import start_run
 
 EXPECTED = {  # role -> field, as a reader of each example's template would map them

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from orchestrator.execution import execute
-from orchestrator.logformat import parse_log
+from orchestrator.base.execution import execute
+from orchestrator.training.logformat import parse_log
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_NEW = 24

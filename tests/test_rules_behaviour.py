@@ -24,7 +24,7 @@ from conftest import edit_file, example_generated, into_first_hole
 
 from orchestrator.checks import rule_violations, run_guards, run_import_check
 from orchestrator.demo import example, recorded_roles
-from orchestrator.helper_docs import helper_readme
+from orchestrator.rules.helper_docs import helper_readme
 from orchestrator.rules import check_folder, errors
 from orchestrator.rules.dynamic import customize_callables, probe_folder
 from orchestrator.rules.exposed import action_helpers, static_action_helpers, unresolved_names
@@ -32,7 +32,7 @@ from orchestrator.rules.inputs import check_inputs
 from orchestrator.rules.probe.game import choose, default_recipe, import_apart, learn_play, reached_modules
 from orchestrator.rules.recorded_launch import check_recorded_launch, probe_args
 from orchestrator.rules.static import MESSAGES, type_bindings, type_verdict
-from orchestrator.template import read_sections
+from orchestrator.sources.template import read_sections
 
 EXAMPLES = ["cleanup", "staghunt", "spread"]
 
@@ -841,8 +841,8 @@ for obj in gc.get_objects():
 
 
 def example_roles(name: str, source: Path):
-    from orchestrator.config_file import field_kinds, load_config_class
-    from orchestrator.roles import validate_roles
+    from orchestrator.sources.config_file import field_kinds, load_config_class
+    from orchestrator.sources.roles import validate_roles
 
     kinds = field_kinds(load_config_class(source / "grpo_config.py"))
     return validate_roles(recorded_roles(example(name)), kinds, cli_possible=True)
@@ -1026,7 +1026,7 @@ def test_the_runtime_check_reads_the_findings_of_the_training_as_the_rules_failu
     import json
     from dataclasses import replace
 
-    from orchestrator.census import FINDINGS_NAME, read_training_check
+    from orchestrator.training.census import FINDINGS_NAME, read_training_check
     from orchestrator.checks import CheckResult, with_training_findings
 
     rebound = {"rule": "generic-object-rebound", "file": "train.py", "message": "torch.clamp ... during training"}
@@ -1085,7 +1085,7 @@ def hooked_run(folder: Path, train: str, rank: str | None = "0", template: str =
     import subprocess
     import sys
 
-    from orchestrator.census import census_env
+    from orchestrator.training.census import census_env
     from orchestrator.rules.dynamic import probe_plan
 
     folder.mkdir(exist_ok=True)
@@ -1106,7 +1106,7 @@ def test_the_census_hook_judges_the_training_of_rank_0_from_inside_and_prints_no
     """A plain `python train.py` (no torch: a quick interpreter) whose CUSTOMIZE step replaces math.ceil on its
     first call: the hook of the process of rank 0 (or of a process without RANK) takes the template's reference
     first and finds the patch at exit; the run's own output is all that is printed."""
-    from orchestrator.census import read_training_check
+    from orchestrator.training.census import read_training_check
 
     run = hooked_run(tmp_path, HOOKED_TEMPLATE.replace(
         "    raise NotImplementedError", "    if step == 0:\n        math.ceil = lambda value: 0"), rank)
@@ -1123,7 +1123,7 @@ def test_the_census_hook_judges_the_training_of_rank_0_from_inside_and_prints_no
 
 def test_a_train_py_that_raises_before_its_generic_code_is_bound_is_a_note_not_a_finding(tmp_path: Path):
     """Its traceback is the evidence: nothing is compared, and the hook says why."""
-    from orchestrator.census import read_training_check
+    from orchestrator.training.census import read_training_check
 
     run = hooked_run(tmp_path, HOOKED_TEMPLATE.replace("def halves(", "undefined_name\n\n\ndef halves("))
     assert run.returncode == 1 and "NameError" in run.stderr
@@ -1154,7 +1154,7 @@ def test_library_code_the_generic_code_runs_on_without_naming_it_is_judged_too(t
     """The GENERIC code calls fakelib.outer, which calls fakelib.inner: a CUSTOMIZE patch of inner (and of a class
     of that package) while training runs is found in the package's modules, code of train.py where the library's
     was."""
-    from orchestrator.census import read_training_check
+    from orchestrator.training.census import read_training_check
 
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "fakelib.py").write_text(FAKE_LIBRARY)

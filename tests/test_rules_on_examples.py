@@ -16,7 +16,7 @@ import pytest
 from conftest import edit_file, example_generated
 
 from orchestrator.rules import errors, check_folder
-from orchestrator.template import marker_kind, read_sections, read_template
+from orchestrator.sources.template import marker_kind, read_sections, read_template
 
 EXAMPLES = ["cleanup", "staghunt", "spread"]
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,7 +17,7 @@ from orchestrator.rules.static import (
     check_train,
     unfilled_reason,
 )
-from orchestrator.template import TemplateError, read_sections, read_template
+from orchestrator.sources.template import TemplateError, read_sections, read_template
 
 TEMPLATE = (SOURCE_OF_TRUTH / "grpo_template.py").read_text()
 GENERIC_START = "# === GENERIC — DO NOT MODIFY ==="

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from orchestrator.runs import STATE_FILE, RunSettings, read_state, run_summary, write_state
+from orchestrator.run.runs import STATE_FILE, RunSettings, read_state, run_summary, write_state
 
 LOG = """2026-11-23T09:41:00 start updates=4
 2026-11-23T09:41:01 train update=1 loss=0.5 kl=0.01 gradNorm=1.5 reward_mean=-0.3
@@ -100,8 +100,8 @@ def test_read_only_commands_import_no_training_stack(run_dir: Path):
 
 
 def test_a_stopped_run_s_report_links_its_curves(run_dir: Path):
-    from orchestrator.journal import Journal
-    from orchestrator.plots import write_curves
+    from orchestrator.run.journal import Journal
+    from orchestrator.training.plots import write_curves
     from orchestrator.runner import _write_report
 
     log = run_dir / "formal-1" / "train.logs"

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.edits import EditFormatError, parse_files, parse_sections, sections_answer
+from orchestrator.llm.edits import EditFormatError, parse_files, parse_sections, sections_answer
 from orchestrator.rules.static import check_train
-from orchestrator.template import holes, read_sections
+from orchestrator.sources.template import holes, read_sections
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = {

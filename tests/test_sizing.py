@@ -10,11 +10,11 @@ import pytest
 from safetensors import safe_open
 
 from orchestrator.demo import example, recorded_roles
-from orchestrator.probe import GPU, ProbeResult, SlurmCluster, SlurmNode
-from orchestrator.roles import validate_roles
-from orchestrator.sizing import (GIB, ModelShape, NodeRequest, check_proposal, estimate_memory, node_request,
+from orchestrator.training.machine import GPU, ProbeResult, SlurmCluster, SlurmNode
+from orchestrator.sources.roles import validate_roles
+from orchestrator.training.sizing import (GIB, ModelShape, NodeRequest, check_proposal, estimate_memory, node_request,
                                  shape_from_config, shape_of, training_ram, unmet)
-from orchestrator.tiny_model import qwen3_config_for
+from orchestrator.tiny.model import qwen3_config_for
 from source_of_truth.grpo_config import GRPOConfig
 
 QWEN3_4B = "Qwen/Qwen3-4B-Instruct-2507"

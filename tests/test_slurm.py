@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import slurm_cluster
 
-from orchestrator.monitor import MonitorConfig
-from orchestrator.training_job import SlurmJob, make_job
+from orchestrator.training.monitor import MonitorConfig
+from orchestrator.training.job import SlurmJob, make_job
 
 pytestmark = [pytest.mark.slow, *slurm_cluster.requires_cluster]
 

@@ -1,5 +1,5 @@
 """A formal run survives the shared cluster (scripts/slurm_local.sh's two nodes, real sbatch, scontrol and scancel):
-each ending the cluster or the researcher causes is taken up as orchestrator.chain says, and none is paid to fix.
+each ending the cluster or the researcher causes is taken up as orchestrator.training.chain says, and none is paid to fix.
 
 One run, shared: the Cleanup example's pipeline (a replayed LLM, the tiny agent) is run once with `--slurm --until
 formal_train` and stopped at the checkpoint before formal_train; each test resumes its own copy of that project
@@ -37,10 +37,10 @@ import pytest
 import slurm_cluster
 from conftest import ROOT, SOURCE_OF_TRUTH, reference_replies, write_transcript
 
-from orchestrator.logformat import read_log
-from orchestrator.monitor import current_run
-from orchestrator.runs import formal_jobs
-from orchestrator.tiny_agent import local_tiny_agent
+from orchestrator.training.logformat import read_log
+from orchestrator.training.monitor import current_run
+from orchestrator.run.runs import formal_jobs
+from orchestrator.tiny.agent import local_tiny_agent
 
 pytestmark = [pytest.mark.slow, pytest.mark.tiny_agent("cleanup"), *slurm_cluster.requires_cluster]
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.checkpoints import checkpoints, latest_update, link_restart_point
-from orchestrator.logformat import LogRecord
-from orchestrator.pace import Pace, estimate_seconds, seconds_per_update
-from orchestrator.probe import SlurmCluster, parse_slurm_nodes
-from orchestrator.sizing import ModelShape, node_request, over_limits
-from orchestrator.slurm_site import (PartitionLimits, clock, describe_options, effective_options, env_options,
+from orchestrator.training.checkpoints import checkpoints, latest_update, link_restart_point
+from orchestrator.training.logformat import LogRecord
+from orchestrator.training.pace import Pace, estimate_seconds, seconds_per_update
+from orchestrator.training.machine import SlurmCluster, parse_slurm_nodes
+from orchestrator.training.sizing import ModelShape, node_request, over_limits
+from orchestrator.training.slurm_site import (PartitionLimits, clock, describe_options, effective_options, env_options,
                                      option_flag, parse_partitions, slurm_seconds)
 
 

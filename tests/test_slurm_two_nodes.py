@@ -26,9 +26,9 @@ import pytest
 import slurm_cluster
 from conftest import ROOT, example_generated
 
-from orchestrator.monitor import MonitorConfig, Progress
-from orchestrator.tiny_agent import local_tiny_agent
-from orchestrator.training_job import make_job, runner_in
+from orchestrator.training.monitor import MonitorConfig, Progress
+from orchestrator.tiny.agent import local_tiny_agent
+from orchestrator.training.job import make_job, runner_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.tiny_agent("cleanup"), *slurm_cluster.requires_cluster]
 
@@ -86,7 +86,7 @@ Path(f"rank{trainer.accelerator.process_index}.json").write_text(json.dumps(
 
 ORCHESTRATOR = '''import json, sys
 from pathlib import Path
-from orchestrator.training_job import make_job
+from orchestrator.training.job import make_job
 folder, record, args, options = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3]), json.loads(sys.argv[4])
 make_job(folder / "launch_training.sh", args, use_slurm=True, log_path=folder / "train.logs", poll_s=0.5,
          record=record, sbatch_options=options).run()

@@ -26,7 +26,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from orchestrator.template import CUSTOMIZE, GENERIC, read_sections
+from orchestrator.sources.template import CUSTOMIZE, GENERIC, read_sections
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "spread"
@@ -383,7 +383,7 @@ def test_config_is_frozen_has_no_log_folder_and_validates_with_one_line_errors(s
 
 
 def test_the_orchestrator_s_flags_reach_train_py_s_config(train_module):
-    from orchestrator.roles import to_args
+    from orchestrator.sources.roles import to_args
 
     train, GRPOConfig = train_module.train, train_module.grpo_config.GRPOConfig
     values = {"policy_model": "/models/tiny", "train_iterations": 2, "rollouts_per_group": 4, "use_bf16": False,
@@ -414,8 +414,8 @@ def test_calls_are_read_run_and_fall_back_to_no_op(train_module):
 
 
 def test_train_logs_is_a_csv_the_orchestrator_reads_with_evaluations_apart(train_module, tmp_path):
-    from orchestrator.logformat import read_log, sample_problems
-    from orchestrator.monitor import progress
+    from orchestrator.training.logformat import read_log, sample_problems
+    from orchestrator.training.monitor import progress
 
     train, GRPOConfig = train_module.train, train_module.grpo_config.GRPOConfig
     config = GRPOConfig(output_dir=str(tmp_path), run_name="run")
@@ -466,12 +466,12 @@ def test_launcher_always_uses_accelerate_one_process_per_gpu_or_the_cpu(tmp_path
 @pytest.mark.slow
 def test_the_reference_set_passes_a_runtime_check_and_its_csv_log_is_read_right(tmp_path):
     from orchestrator.checks import RuntimeCheckSpec, find_log, run_runtime_check
-    from orchestrator.config_file import field_kinds, load_config_class
+    from orchestrator.sources.config_file import field_kinds, load_config_class
     from orchestrator.demo import example, recorded_roles
-    from orchestrator.logformat import read_log
-    from orchestrator.monitor import progress
-    from orchestrator.roles import validate_roles
-    from orchestrator.tiny_model import local_tiny_model
+    from orchestrator.training.logformat import read_log
+    from orchestrator.training.monitor import progress
+    from orchestrator.sources.roles import validate_roles
+    from orchestrator.tiny.model import local_tiny_model
 
     folder = tmp_path / "generated"
     folder.mkdir()

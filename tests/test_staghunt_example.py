@@ -472,7 +472,7 @@ def test_one_update_with_signal_changes_every_parameter(train_module, tmp_path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, get_scheduler
 
-    from orchestrator.tiny_model import local_tiny_model
+    from orchestrator.tiny.model import local_tiny_model
 
     train, GRPOConfig = train_module.train, train_module.grpo_config.GRPOConfig
     path = local_tiny_model(ROOT)

@@ -13,10 +13,10 @@ import pytest
 from conftest import copy_generated_set, edit_file, example_generated
 from orchestrator.checks import RuntimeCheckSpec, run_import_check, run_runtime_check
 from orchestrator.rules.probe.game import STATE_TURNS
-from orchestrator.config_file import field_kinds, load_config_class
+from orchestrator.sources.config_file import field_kinds, load_config_class
 from orchestrator.demo import example, recorded_roles
-from orchestrator.roles import validate_roles
-from orchestrator.tiny_agent import agent_key, local_tiny_agent, synthetic_turns
+from orchestrator.sources.roles import validate_roles
+from orchestrator.tiny.agent import agent_key, local_tiny_agent, synthetic_turns
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,7 +115,7 @@ def test_a_name_error_inside_a_helper_passes_the_import_check_and_is_caught_by_t
 
 
 def test_a_models_folder_override_is_where_agents_are_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from orchestrator.tiny_agent import MARKER_FILE, models_dir
+    from orchestrator.tiny.agent import MARKER_FILE, models_dir
 
     monkeypatch.setenv("ORCHESTRATOR_MODELS_DIR", str(tmp_path / "cache"))
     assert models_dir(ROOT) == tmp_path / "cache"
@@ -133,14 +133,14 @@ def test_a_second_builder_waits_for_the_first_and_takes_its_agent(tmp_path: Path
     import sys
     import time
 
-    from orchestrator.tiny_agent import MARKER_FILE, _build_lock, models_dir
+    from orchestrator.tiny.agent import MARKER_FILE, _build_lock, models_dir
 
     env = {**os.environ, "ORCHESTRATOR_MODELS_DIR": str(tmp_path / "cache")}
     folder = copy_generated_set(tmp_path / "g")
     out = tmp_path / "cache" / f"tiny-agent-{agent_key(folder)}"
     assert models_dir(ROOT) != out.parent  # the child alone looks in this cache
     with _build_lock(out):  # this process is the first builder
-        build = ("import sys; from pathlib import Path; from orchestrator.tiny_agent import local_tiny_agent; "
+        build = ("import sys; from pathlib import Path; from orchestrator.tiny.agent import local_tiny_agent; "
                  "print(local_tiny_agent(Path(sys.argv[1]), Path(sys.argv[2])))")
         child = subprocess.Popen([sys.executable, "-c", build, str(ROOT), str(folder)], cwd=ROOT, env=env,
                                  stdout=subprocess.PIPE, text=True)

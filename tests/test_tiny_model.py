@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3ForCausalLM
 
-from orchestrator.tiny_model import (
+from orchestrator.tiny.model import (
     IM_END,
     IM_START,
     MARKER_FILE,

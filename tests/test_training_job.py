@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.monitor import MonitorConfig, Progress
-from orchestrator.probe import parse_slurm_nodes
-from orchestrator.execution import launcher_failures
-from orchestrator.training_job import SlurmJob, TrainingJob, make_job
+from orchestrator.training.monitor import MonitorConfig, Progress
+from orchestrator.training.machine import parse_slurm_nodes
+from orchestrator.base.execution import launcher_failures
+from orchestrator.training.job import SlurmJob, TrainingJob, make_job
 
 POLL_S = 0.05
 

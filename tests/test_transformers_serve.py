@@ -25,7 +25,7 @@ from transformers import AutoTokenizer
 
 from orchestrator.llm import LLMError, make_llm
 from orchestrator.llm.openai_chat import OpenAIChatLLM
-from orchestrator.prompts import render
+from orchestrator.llm.prompts import render
 
 pytestmark = pytest.mark.slow
 

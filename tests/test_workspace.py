@@ -1,4 +1,4 @@
-"""Tests for orchestrator.workspace on real temporary git repositories."""
+"""Tests for orchestrator.base.workspace on real temporary git repositories."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import git
 import pytest
 
-from orchestrator.workspace import Attempt, Workspace, WorkspaceError
+from orchestrator.base.workspace import Attempt, Workspace, WorkspaceError
 
 
 @pytest.fixture

@@ -11,6 +11,13 @@
     reach.py        whether a server answers at all, before a run does any work
     reported.py     every answered call told to the run's log: the backend and model that answered
     specs.py        `make_llm(spec)`: the backend a spec names
+    asking.py       one exchange whose answer must parse and be complete (one re-ask with every problem)
+    json_answer.py  a JSON object read from an answer
+    edits.py        whole-file, CUSTOMIZE-section and SEARCH/REPLACE answers, applied all-or-nothing
+    prompts.py      each node's prompt, rendered from agent_prompts/
+
+A layer above sources/ (edits splice the template's sections) and below everything else; it imports nothing else
+of the orchestrator's.
 """
 
 from orchestrator.llm.base import MAX_ANSWER_TOKENS, LLM, Backend, LLMError, Message, Reply, Usage

@@ -46,7 +46,7 @@ class Reply:
     model: str
     request_id: str | None = None
     stop_reason: str | None = None  # "max_tokens": the answer was cut at the budget and is incomplete
-    answers: tuple[int, ...] = ()  # the journal records this reply accounts for (orchestrator.journal)
+    answers: tuple[int, ...] = ()  # the journal records this reply accounts for (orchestrator.run.journal)
     backend: str = ""  # which backend answered: anthropic, bedrock, vertex, openai or replay
 
 

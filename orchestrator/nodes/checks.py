@@ -13,19 +13,19 @@ from typing import Callable
 
 from langgraph.runtime import Runtime
 
-from orchestrator.actionlog import Event
+from orchestrator.base.actionlog import Event
 from orchestrator.checks import (CheckResult, RuntimeCheckSpec, judge_short_run, launch_probe_args, run_guards,
                                  run_import_check, short_run, unset_roles_note)
-from orchestrator.config_file import field_defaults, load_config_class
+from orchestrator.sources.config_file import field_defaults, load_config_class
 from orchestrator.faults import ENVIRONMENT
-from orchestrator.limits import MachineFault
+from orchestrator.run.limits import MachineFault
 from orchestrator.llm import LLMError
-from orchestrator.logformat import LogFormat, read_log
+from orchestrator.training.logformat import LogFormat, read_log
 from orchestrator.nodes.logformat import known_format, learn_log_format, unread_log
-from orchestrator.pace import WORK_ROLES, Pace, seconds_per_update
-from orchestrator.roles import CLI, ConfigRoles
-from orchestrator.state import RunContext, RunState
-from orchestrator.tiny_agent import TINY_AGENT, playing_model
+from orchestrator.training.pace import WORK_ROLES, Pace, seconds_per_update
+from orchestrator.sources.roles import CLI, ConfigRoles
+from orchestrator.run.state import RunContext, RunState
+from orchestrator.tiny.agent import TINY_AGENT, playing_model
 
 REASONS = {
     "rules": "the seed's rules, checked by code after every generation and fix",
@@ -127,7 +127,7 @@ def runtime_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
 
 def check_pace(log_path: Path, log_format: LogFormat, spec: RuntimeCheckSpec, roles: ConfigRoles,
                generated: Path) -> Pace | None:
-    """The short run's seconds per update and its values by role (orchestrator.pace): what a formal run's time is
+    """The short run's seconds per update and its values by role (orchestrator.training.pace): what a formal run's time is
     estimated from."""
     seconds = seconds_per_update(read_log(log_path, log_format))
     if seconds is None:

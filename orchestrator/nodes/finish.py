@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from orchestrator.actionlog import Event
-from orchestrator.plots import curves_section
-from orchestrator.runs import evidence_lines, spent
-from orchestrator.state import RunContext, RunState
+from orchestrator.base.actionlog import Event
+from orchestrator.training.plots import curves_section
+from orchestrator.run.runs import evidence_lines, spent
+from orchestrator.run.state import RunContext, RunState
 
 
 def finish(state: RunState, runtime: Runtime[RunContext]) -> dict:

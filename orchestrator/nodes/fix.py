@@ -9,21 +9,21 @@ When the same failure (by fingerprint) comes back after a fix, or the last fix c
 fix escalates: every generated file in full, the list of what was tried, a larger answer budget.
 
 helper_readme.md is not a file the fix may edit: an edit of helpers.py renders it again in the same
-commit (orchestrator/helper_docs.py), and an answer that edits it is refused, pointing at the docstrings.
+commit (orchestrator/rules/helper_docs.py), and an answer that edits it is refused, pointing at the docstrings.
 """
 
 from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from orchestrator.actionlog import Event
-from orchestrator.asking import ask
-from orchestrator.edits import EDIT_FORMAT, apply_edits, check_protected, parse_edits
-from orchestrator.helper_docs import HELPERS_FILE, stale_docs
+from orchestrator.base.actionlog import Event
+from orchestrator.llm.asking import ask
+from orchestrator.llm.edits import EDIT_FORMAT, apply_edits, check_protected, parse_edits
+from orchestrator.rules.helper_docs import HELPERS_FILE, stale_docs
 from orchestrator.rules import GENERATED_FILES, HELPER_README, PROTECTED_FILES, check_config
-from orchestrator.limits import ensure_budget
-from orchestrator.prompts import file_blocks, render
-from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
+from orchestrator.run.limits import ensure_budget
+from orchestrator.llm.prompts import file_blocks, render
+from orchestrator.run.state import GENERATED_DIR, RunContext, RunState, attempt_count
 
 EDITABLE = (*(name for name in GENERATED_FILES if name != HELPER_README), "grpo_config.py")
 EDIT_CHARS = 1500  # of an earlier edit, shown again under "already tried"

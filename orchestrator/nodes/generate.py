@@ -4,7 +4,7 @@ Steps 1, 2 and 4 are answered with whole files. Step 3 is answered with the code
 CUSTOMIZE sections only, and train.py is the template with that code spliced in: its GENERIC sections
 and marker lines are the researcher's by construction, and the answer grows with the holes, not with
 the template. Step 1 is answered with helpers.py only: helper_readme.md is rendered from it by code
-(orchestrator/helper_docs.py) and committed with it. A step whose outputs already exist and pass their
+(orchestrator/rules/helper_docs.py) and committed with it. A step whose outputs already exist and pass their
 guards is skipped: no tokens are spent (re-runs); a missing or stale readme is rendered again, for free.
 Every attempt is a commit, an empty one when the answer stayed malformed.
 """
@@ -17,18 +17,18 @@ from typing import Callable
 
 from langgraph.runtime import Runtime
 
-from orchestrator.actionlog import Event
-from orchestrator.asking import ask
+from orchestrator.base.actionlog import Event
+from orchestrator.llm.asking import ask
 from orchestrator.checks import LOG_NAME
-from orchestrator.edits import SECTIONS_FORMAT, WHOLE_FILE_FORMAT, format_error, parse_sections, read_files
-from orchestrator.helper_docs import rendered_docs, stale_docs
+from orchestrator.llm.edits import SECTIONS_FORMAT, WHOLE_FILE_FORMAT, format_error, parse_sections, read_files
+from orchestrator.rules.helper_docs import rendered_docs, stale_docs
 from orchestrator.rules import check_folder, errors
-from orchestrator.limits import ensure_budget
-from orchestrator.probe import ProbeResult, probe
-from orchestrator.prompts import file_blocks, render
-from orchestrator.roles import ConfigRoles
-from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
-from orchestrator.template import describe_holes, generic_text, read_template
+from orchestrator.run.limits import ensure_budget
+from orchestrator.training.machine import ProbeResult, probe
+from orchestrator.llm.prompts import file_blocks, render
+from orchestrator.sources.roles import ConfigRoles
+from orchestrator.run.state import GENERATED_DIR, RunContext, RunState, attempt_count
+from orchestrator.sources.template import describe_holes, generic_text, read_template
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The log format of train.logs: the first guess, or learned once from the runtime check's real log.
 
-The same pattern as the config's roles (nodes/roles.py): the first guess (orchestrator.logformat)
+The same pattern as the config's roles (nodes/roles.py): the first guess (orchestrator.training.logformat)
 reads the common formats for free; when it finds no update in the runtime check's train.logs, or reads
 it wrongly, one LLM answer describes the format from train.py's logging code and the log's first lines;
 code checks the description on that very sample; it is committed as the workspace's `log_format.json`,
@@ -15,16 +15,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from orchestrator.actionlog import Event
-from orchestrator.asking import ask
-from orchestrator.json_answer import json_object
-from orchestrator.limits import ensure_budget
+from orchestrator.base.actionlog import Event
+from orchestrator.llm.asking import ask
+from orchestrator.llm.json_answer import json_object
+from orchestrator.run.limits import ensure_budget
 from orchestrator.llm import LLMError
-from orchestrator.logformat import (ANSWER_KEYS, LOG_FORMAT_FILE, LOGGING_CODE_CHARS, SYNTAXES, LogFormat,
+from orchestrator.training.logformat import (ANSWER_KEYS, LOG_FORMAT_FILE, LOGGING_CODE_CHARS, SYNTAXES, LogFormat,
                                     event_files, format_from_answer, log_text, logging_code, logging_code_hash,
                                     read_log, sample_problems, terminal_lines)
-from orchestrator.prompts import render
-from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
+from orchestrator.llm.prompts import render
+from orchestrator.run.state import GENERATED_DIR, RunContext, RunState, attempt_count
 
 NODE = "log_format"
 SAMPLE_LINES = 40

@@ -6,16 +6,16 @@ from pathlib import Path
 
 from langgraph.runtime import Runtime
 
-from orchestrator.actionlog import Event
-from orchestrator.asking import ask
-from orchestrator.edits import WHOLE_FILE_FORMAT, parse_files
-from orchestrator.execution import tail
-from orchestrator.limits import ensure_budget
-from orchestrator.logformat import LogFormat, read_log
-from orchestrator.monitor import summarize_trends
-from orchestrator.prompts import file_blocks, render
-from orchestrator.runs import from_disk
-from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
+from orchestrator.base.actionlog import Event
+from orchestrator.llm.asking import ask
+from orchestrator.llm.edits import WHOLE_FILE_FORMAT, parse_files
+from orchestrator.base.execution import tail
+from orchestrator.run.limits import ensure_budget
+from orchestrator.training.logformat import LogFormat, read_log
+from orchestrator.training.monitor import summarize_trends
+from orchestrator.llm.prompts import file_blocks, render
+from orchestrator.base.files import from_disk
+from orchestrator.run.state import GENERATED_DIR, RunContext, RunState, attempt_count
 
 IDEAS_FILE = "future_improvements.md"
 SAMPLE_CHARS = 12000

@@ -13,15 +13,15 @@ import json
 
 from langgraph.runtime import Runtime
 
-from orchestrator.actionlog import Event
-from orchestrator.asking import ask
-from orchestrator.config_file import field_help, field_kinds, load_config_class
-from orchestrator.limits import ensure_budget
-from orchestrator.prompts import file_blocks, render
-from orchestrator.json_answer import json_object
-from orchestrator.roles import (ROLES, ConfigRoles, parses_command_line, suggest_roles, validate_roles,
+from orchestrator.base.actionlog import Event
+from orchestrator.llm.asking import ask
+from orchestrator.sources.config_file import field_help, field_kinds, load_config_class
+from orchestrator.run.limits import ensure_budget
+from orchestrator.llm.prompts import file_blocks, render
+from orchestrator.llm.json_answer import json_object
+from orchestrator.sources.roles import (ROLES, ConfigRoles, parses_command_line, suggest_roles, validate_roles,
                                with_guess)
-from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
+from orchestrator.run.state import GENERATED_DIR, RunContext, RunState, attempt_count
 
 ROLES_FILE = "config_roles.json"
 REASON = "learn once which config fields hold the model, sizes, token caps and folders, and how values reach train.py"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from orchestrator.state import GENERATED_DIR, SOURCE_FILES, RunContext, RunState
+from orchestrator.run.state import GENERATED_DIR, SOURCE_FILES, RunContext, RunState
 
 # grpo_config.py values may be tuned by a run, so an existing copy is kept; the others are always restored
 ALWAYS_RESTORED = ("env_move.py", "grpo_template.py")

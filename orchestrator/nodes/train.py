@@ -26,32 +26,33 @@ from pathlib import Path
 
 from langgraph.runtime import Runtime
 
-from orchestrator.actionlog import Event
-from orchestrator.asking import ask
-from orchestrator.chain import CANCELLED, CHAIN_FILE, Chain, Plan, Situation, restarts, run_chain
-from orchestrator.checkpoints import latest_update, link_restart_point
+from orchestrator.base.actionlog import Event
+from orchestrator.llm.asking import ask
+from orchestrator.training.chain import CANCELLED, CHAIN_FILE, Chain, Plan, Situation, restarts, run_chain
+from orchestrator.training.checkpoints import latest_update, link_restart_point
 from orchestrator.checks import LOG_NAME, SAMPLE_LOG_NAME, copy_code, find_log, fingerprint
-from orchestrator.execution import tail
-from orchestrator.config_file import load_config_class, value_kind
-from orchestrator.formal import (DEFAULT_MODEL, config_values, is_stand_in, memory_text, mostly_unparseable,
+from orchestrator.base.execution import tail
+from orchestrator.sources.config_file import load_config_class, value_kind
+from orchestrator.training.formal import (DEFAULT_MODEL, config_values, is_stand_in, memory_text, mostly_unparseable,
                                  parse_proposal, token_cap_raise, vet)
-from orchestrator.limits import Cancelled, MachineFault, ensure_budget
-from orchestrator.manifest import record_job_config, record_jobs, saved_job_config, write_manifest
-from orchestrator.logformat import LogFormat, event_files, read_log
-from orchestrator.monitor import MonitorConfig, Progress, progress, summarize_trends
-from orchestrator.plots import PLOTS_DIR, STOP_MARK, write_curves
+from orchestrator.run.limits import Cancelled, MachineFault, ensure_budget
+from orchestrator.training.manifest import record_job_config, record_jobs, saved_job_config, write_manifest
+from orchestrator.training.logformat import LogFormat, event_files, read_log
+from orchestrator.training.monitor import MonitorConfig, Progress, progress, summarize_trends
+from orchestrator.training.plots import PLOTS_DIR, STOP_MARK, write_curves
 from orchestrator.nodes.checks import fixes_for
-from orchestrator.probe import ProbeResult
+from orchestrator.training.machine import ProbeResult
 from orchestrator.rules.recorded_launch import NAME as LAUNCH_SCRIPT, check_recorded_launch
-from orchestrator.tiny_agent import TINY_AGENT, playing_model
-from orchestrator.prompts import file_blocks, render
-from orchestrator.roles import CLI, ConfigRoles, deliver
-from orchestrator.runs import FORMAL_JOB, to_disk
-from orchestrator.state import GENERATED_DIR, RunContext, RunState, attempt_count
-from orchestrator.pace import Pace, estimate_seconds
-from orchestrator.sizing import node_request, over_limits, sbatch_options, shape_of
-from orchestrator.slurm_site import clock, describe_options, effective_options, env_options
-from orchestrator.training_job import JobResult, make_job, runner_in
+from orchestrator.tiny.agent import TINY_AGENT, playing_model
+from orchestrator.llm.prompts import file_blocks, render
+from orchestrator.sources.roles import CLI, ConfigRoles, deliver
+from orchestrator.run.runs import FORMAL_JOB
+from orchestrator.base.files import to_disk
+from orchestrator.run.state import GENERATED_DIR, RunContext, RunState, attempt_count
+from orchestrator.training.pace import Pace, estimate_seconds
+from orchestrator.training.sizing import node_request, over_limits, sbatch_options, shape_of
+from orchestrator.training.slurm_site import clock, describe_options, effective_options, env_options
+from orchestrator.training.job import JobResult, make_job, runner_in
 
 TRAINING_DIR = "training"  # the workspace folder that holds each formal attempt's committed record
 CODE, LOGS, OUTPUTS = "code", "logs", "outputs"  # inside the attempt's folder: where it runs, logs and saves

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import git
 from markupsafe import Markup
 
-from orchestrator.workspace import ANY_GIT_ERROR
+from orchestrator.base.workspace import ANY_GIT_ERROR
 
 FILE_LINES = 1500  # a file whose change has more lines is listed, not shown (a whole generated train.py is shown)
 COMMIT_LINES = 3000  # lines of patch shown per commit

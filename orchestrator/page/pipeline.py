@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.journal import write_atomic
+from orchestrator.base.files import write_atomic
 
 DOT_TIMEOUT_S = 20.0
 PIPELINE_FILE = "pipeline.json"

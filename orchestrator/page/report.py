@@ -9,9 +9,9 @@ orchestrator report` write the same page):
   from the nodes named in `events.jsonl`, in order;
 * every attempt (state.json): its outcome, tokens and cost, the evidence its fix was shown, a refused
   answer's reason, the model's answer, and the coloured diff of its commit (orchestrator.page.diffs);
-* each formal attempt's curves (orchestrator.plots' PNGs, inlined), with the anomaly that stopped it;
+* each formal attempt's curves (orchestrator.training.plots' PNGs, inlined), with the anomaly that stopped it;
   while a formal job runs, its curves are drawn from its live train.logs; a formal run that took several SLURM
-  jobs lists them (orchestrator.chain: each job's cause and ending, the update each went on from);
+  jobs lists them (orchestrator.training.chain: each job's cause and ending, the update each went on from);
 
 Everything taken from the LLM, the logs or the researcher's files reaches the HTML through Jinja2's
 autoescaping, so an answer holding `<script>` is shown as text. While the run is running the page
@@ -33,12 +33,12 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from orchestrator.actionlog import ActionLog
-from orchestrator.journal import write_atomic
+from orchestrator.base.actionlog import ActionLog
+from orchestrator.base.files import write_atomic
 from orchestrator.page.diffs import CommitDiff, commit_diff
 from orchestrator.page.pipeline import END, START, Pipeline, highlight_css, path_taken, pipeline_svg
-from orchestrator.plots import PLOT_METRICS, PLOTS_DIR, write_curves
-from orchestrator.runs import FORMAL_JOB, answered_by_text, job_log, jobs_line, read_state, run_summary
+from orchestrator.training.plots import PLOT_METRICS, PLOTS_DIR, write_curves
+from orchestrator.run.runs import FORMAL_JOB, answered_by_text, job_log, jobs_line, read_state, run_summary
 
 PAGE_NAME = "report.html"
 REFRESH_S = 15

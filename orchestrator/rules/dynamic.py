@@ -19,9 +19,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from orchestrator.execution import ExecutionResult, execute
+from orchestrator.base.execution import ExecutionResult, execute
 from orchestrator.rules.violation import Violation
-from orchestrator.template import CUSTOMIZE, GENERIC, Section, TemplateError, read_sections
+from orchestrator.sources.template import CUSTOMIZE, GENERIC, Section, TemplateError, read_sections
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the orchestrator package
 

@@ -28,7 +28,7 @@ import ast
 import re
 
 from orchestrator.rules.violation import Violation
-from orchestrator.template import GENERIC, TemplateError, read_sections
+from orchestrator.sources.template import GENERIC, TemplateError, read_sections
 
 EXECUTORS = ("eval", "exec", "compile")
 RUNTIME_VARIABLES = frozenset({

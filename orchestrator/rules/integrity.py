@@ -37,7 +37,7 @@ import textwrap
 from pathlib import Path
 
 from orchestrator.rules.violation import Violation
-from orchestrator.template import CUSTOMIZE, GENERIC, read_sections
+from orchestrator.sources.template import CUSTOMIZE, GENERIC, read_sections
 
 PROTECTED_MODULES = ("env_move", "grpo_config")
 OBSERVATION_HELPER = "observation_to_text"

@@ -55,6 +55,7 @@ import textwrap
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from orchestrator.sources.config_file import CONFIG_CLASS
 from orchestrator.rules.exposed import (OBSERVATION_HELPER, Exposed, exposed_callables, helper_names,
                                         module_statements, static_action_helpers, unresolved_names)
 from orchestrator.rules.inputs import check_config_inputs, check_inputs
@@ -64,16 +65,15 @@ from orchestrator.rules.integrity import (bound_names, check_config_reads, check
                                           check_shadowing, check_shadowing_files, config_members)
 from orchestrator.rules.launch import check_launch
 from orchestrator.rules.violation import Violation
-from orchestrator.template import (CUSTOMIZE, GENERIC, Section, TemplateError, outside_lines, read_sections,
+from orchestrator.sources.template import (CUSTOMIZE, GENERIC, Section, TemplateError, outside_lines, read_sections,
                                    read_template, split_lines)
 
 PROTECTED_FILES = ("env_move.py", "grpo_template.py")
-HELPER_README = "helper_readme.md"  # rendered from helpers.py by code (orchestrator/helper_docs.py), never asked for
+HELPER_README = "helper_readme.md"  # rendered from helpers.py by code (orchestrator/rules/helper_docs.py), never asked for
 GENERATED_FILES = ("helpers.py", HELPER_README, "prompt_template.py", "train.py", "launch_training.sh")
 SOURCE_FILES = ("env_move.py", "grpo_config.py", "grpo_template.py")
 FOLDER_FILES = GENERATED_FILES + SOURCE_FILES
 
-CONFIG_CLASS = "GRPOConfig"
 PROMPT_BUILDERS = {
     "create_thinking_prompt": ("obs_text", "agent_id"),
     "create_single_stage_prompt": ("obs_text", "thinking_response", "agent_id"),

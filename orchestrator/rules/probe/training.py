@@ -2,7 +2,7 @@
 the runtime check's short run, so a patch that CUSTOMIZE code applies only while training runs (on the first
 call of a function only the training loop calls) is caught where it acts.
 
-The runtime check's `sitecustomize` (orchestrator/census.py) calls `start` in the training process of rank 0
+The runtime check's `sitecustomize` (orchestrator/training/census.py) calls `start` in the training process of rank 0
 before train.py's code runs: the researcher's template is imported apart and its `Reference` taken
 (generic.py: GENERIC bindings, the library objects and classes the GENERIC code reaches, its functions'
 outputs on fixed inputs), and an `InstanceWatch` notes the instances of the template's GENERIC classes, and of

@@ -8,11 +8,12 @@ import ast
 import sys
 from pathlib import Path
 
-from orchestrator.execution import execute
-from orchestrator.rules import CONFIG_CLASS, config_fields
-from orchestrator.runs import SetupError
-from orchestrator.state import SOURCE_FILES
-from orchestrator.template import TemplateError, read_template
+from orchestrator.base.execution import execute
+from orchestrator.sources.config_file import CONFIG_CLASS
+from orchestrator.rules import config_fields
+from orchestrator.run.runs import SetupError
+from orchestrator.run.state import SOURCE_FILES
+from orchestrator.sources.template import TemplateError, read_template
 
 SOURCE_CHECK_TIMEOUT_S = 120.0
 

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from orchestrator.execution import run_command
-from orchestrator.slurm_site import PartitionLimits, clock, parse_partitions
+from orchestrator.base.execution import run_command
+from orchestrator.training.slurm_site import PartitionLimits, clock, parse_partitions
 
 Runner = Callable[[list[str]], tuple[int, str, str]]
 

@@ -9,8 +9,8 @@ run whose job the researcher cancelled raises `Cancelled`: `resume` goes on with
 
 from __future__ import annotations
 
-from orchestrator.runs import spent
-from orchestrator.state import Limits, RunState
+from orchestrator.run.runs import spent
+from orchestrator.run.state import Limits, RunState
 
 
 class RunStopped(Exception):

@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from orchestrator.rules import CONFIG_CLASS
 
+
+CONFIG_CLASS = "GRPOConfig"  # the brief\'s config class
 
 def load_config_class(path: Path) -> type:
     """GRPOConfig from a grpo_config.py (run in this process: the brief's config is a dataclass module)."""

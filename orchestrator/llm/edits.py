@@ -31,7 +31,7 @@ Sections (train.py from the template), parsed by ``parse_sections``::
 - One block per CUSTOMIZE section of the template, named by its number in
   template order and its marker line; fences as for whole files.
 - The code is spliced between that marker line and the next marker line of
-  the template (``orchestrator.template.fill_holes``): GENERIC sections and
+  the template (``orchestrator.sources.template.fill_holes``): GENERIC sections and
   marker lines are the template's by construction. A repeated marker line at
   the start of the code and an end marker at its end are dropped; any other
   marker line in the code is an error, and so is a section left out, sent
@@ -80,7 +80,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import NoReturn
 
-from orchestrator.template import (END, Section, describe_holes, fill_holes, holes, marker_kind, read_sections,
+from orchestrator.sources.template import (END, Section, describe_holes, fill_holes, holes, marker_kind, read_sections,
                                    read_template, string_lines)
 
 WHOLE_FILE_FORMAT = """\

@@ -1,6 +1,6 @@
 """Watch a GRPO run: detect anomalies in its ``train.logs`` records, report progress.
 
-The records come from orchestrator.logformat, which reads whatever format the researcher's logging
+The records come from orchestrator.training.logformat, which reads whatever format the researcher's logging
 writes (the first guess, a learned format, or TensorBoard event files) and maps metric names to one
 vocabulary (``loss``, ``grad_norm``, ``reward_mean``, ``kl``, ``update``, ...).
 
@@ -65,9 +65,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from orchestrator.execution import exit_after_done, launcher_failures, rank_errors
-from orchestrator.failed_outputs import failed_outputs
-from orchestrator.logformat import LogRecord
+from orchestrator.base.execution import exit_after_done, launcher_failures, rank_errors
+from orchestrator.training.failed_outputs import failed_outputs
+from orchestrator.training.logformat import LogRecord
 
 EVIDENCE_LIMIT = 2000
 

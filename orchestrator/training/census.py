@@ -25,9 +25,9 @@ SCRIPT_ENV = "ORCHESTRATOR_CENSUS_SCRIPT"
 CHECK_ENV = "ORCHESTRATOR_TRAINING_CHECK"  # the plan of the check during training
 PLAN_NAME = "training_plan.json"
 FINDINGS_NAME = "training_check.jsonl"
-PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the folder holding the orchestrator package
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the orchestrator package
 
-_SITECUSTOMIZE = '''"""Written by the orchestrator's runtime check (orchestrator/census.py): note this training process."""
+_SITECUSTOMIZE = '''"""Written by the orchestrator's runtime check (orchestrator/training/census.py): note this training process."""
 import importlib.machinery
 import importlib.util
 import json

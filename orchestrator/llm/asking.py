@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Generic, TypeVar
 
-from orchestrator.edits import EditFormatError
+from orchestrator.llm.edits import EditFormatError
 from orchestrator.llm import LLM, MAX_ANSWER_TOKENS, Message, Usage
-from orchestrator.prompts import render
+from orchestrator.llm.prompts import render
 
 T = TypeVar("T")
 
@@ -25,7 +25,7 @@ class Answer(Generic[T]):
     calls: int = 0
     request_ids: list[str] = field(default_factory=list)
     last_text: str = ""  # the last reply, parsed or not
-    answers: list[int] = field(default_factory=list)  # journal records of the paid answers (orchestrator.journal)
+    answers: list[int] = field(default_factory=list)  # journal records of the paid answers (orchestrator.run.journal)
 
     def ledger_row(self) -> dict:
         u = self.usage

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from orchestrator.execution import live_members
+from orchestrator.base.execution import live_members
 
 RUN_DIR_ENV = "ORCHESTRATOR_RUN_DIR"
 OWNER_ENV = "ORCHESTRATOR_OWNER"

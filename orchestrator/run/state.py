@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Callable, TypedDict
 
-from orchestrator.actionlog import ActionLog
+from orchestrator.base.actionlog import ActionLog
 from orchestrator.checks import RuntimeCheckSpec
-from orchestrator.formal import FormalSpec
+from orchestrator.training.formal import FormalSpec
 from orchestrator.llm import LLM, MAX_ANSWER_TOKENS
-from orchestrator.workspace import Workspace
+from orchestrator.base.workspace import Workspace
 
 GENERATED_DIR = "generated"
 SOURCE_FILES = ("env_move.py", "grpo_config.py", "grpo_template.py")
@@ -76,7 +76,7 @@ class RunContext:
     prompts_dir: Path | None = None
     fresh: bool = False  # the run's branch starts from the workspace's initial commit, not earlier outputs
     on_event: Callable[[str], None] = lambda line: None  # progress lines for the terminal
-    journal: Any = None  # orchestrator.journal.Journal: paid answers and commits, for crash recovery
+    journal: Any = None  # orchestrator.run.journal.Journal: paid answers and commits, for crash recovery
 
     @property
     def generated(self) -> Path:

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config_file import set_values
+from orchestrator.sources.config_file import set_values
 
 CLI, CONFIG_FILE = "cli", "config_file"
 DELIVERIES = (CLI, CONFIG_FILE)

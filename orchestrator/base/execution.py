@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from orchestrator.halt import halt_point
+from orchestrator.base.halt import halt_point
 
 TRACEBACK_HEAD = "Traceback (most recent call last):"
 
@@ -51,7 +51,7 @@ def execute(command: Sequence[str], cwd: Path, *, timeout_s: float, env: Mapping
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as exc:
             return ExecutionResult(127, "", f"cannot start {command[0]}: {exc}", False, 0.0)
-        halt_point("execute", Path(command[0]).name)  # a test hook, inert outside tests (orchestrator.halt)
+        halt_point("execute", Path(command[0]).name)  # a test hook, inert outside tests (orchestrator.base.halt)
         timed_out = False
         try:
             returncode: int | None = proc.wait(timeout=timeout_s)

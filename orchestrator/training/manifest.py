@@ -112,7 +112,7 @@ def record_job_config(path: Path, planned: dict, saved: Path, ran: dict) -> dict
 
 
 def record_jobs(path: Path, jobs: list[dict]) -> None:
-    """Add the jobs the run took (orchestrator.chain's segments: cause, SLURM id, ending, nodes) to the manifest."""
+    """Add the jobs the run took (orchestrator.training.chain's segments: cause, SLURM id, ending, nodes) to the manifest."""
     manifest = json.loads(Path(path).read_text())
     manifest["jobs"] = jobs
     Path(path).write_text(json.dumps(manifest, indent=2) + "\n")

@@ -54,10 +54,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.config_file import value_kind
+from orchestrator.sources.config_file import value_kind
 
-from orchestrator.probe import GPU, ProbeResult, SlurmCluster, _memory_total_gib
-from orchestrator.slurm_site import clock, slurm_seconds
+from orchestrator.training.machine import GPU, ProbeResult, SlurmCluster, _memory_total_gib
+from orchestrator.training.slurm_site import clock, slurm_seconds
 
 GIB = 2**30
 PROMPT_BUDGET_TOKENS = 1024

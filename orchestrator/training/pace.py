@@ -16,9 +16,9 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from orchestrator.logformat import LogRecord
-from orchestrator.monitor import current_run
-from orchestrator.sizing import ASSUMED, ModelShape
+from orchestrator.training.logformat import LogRecord
+from orchestrator.training.monitor import current_run
+from orchestrator.training.sizing import ASSUMED, ModelShape
 
 WORK_ROLES = ("group_generations", "agent_count", "episode_turns", "thinking_cap", "action_cap")
 

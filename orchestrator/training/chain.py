@@ -42,14 +42,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from orchestrator.checkpoints import latest_update
-from orchestrator.journal import write_atomic
-from orchestrator.logformat import LogRecord
-from orchestrator.monitor import progress
-from orchestrator.probe import Runner, SlurmCluster
-from orchestrator.roles import ConfigRoles
-from orchestrator.sizing import NodeRequest
-from orchestrator.training_job import JobResult
+from orchestrator.training.checkpoints import latest_update
+from orchestrator.base.files import write_atomic
+from orchestrator.training.logformat import LogRecord
+from orchestrator.training.monitor import progress
+from orchestrator.training.machine import Runner, SlurmCluster
+from orchestrator.sources.roles import ConfigRoles
+from orchestrator.training.sizing import NodeRequest
+from orchestrator.training.job import JobResult
 
 CHAIN_FILE = "jobs.json"  # in the formal attempt's folder
 CHAINED = ("time_limit", "preempted", "node_fail", "oom")  # endings the next job of the chain takes up

@@ -11,7 +11,7 @@ writes parseable calls most of the time and plays badly, so GRPO has signal and 
 The folder is cached under ``models/`` by a key of what the agent must know (the game file, the action
 helpers' names and parameters, the recipe), so fixes to helper bodies, prompts or train.py reuse it, and
 rebuilt deterministically when missing. The generated code runs only in the builder's subprocess:
-``python -m orchestrator.tiny_agent GENERATED OUT``.
+``python -m orchestrator.tiny.agent GENERATED OUT``.
 """
 
 from __future__ import annotations
@@ -111,9 +111,9 @@ def local_tiny_agent(project_root: Path, generated: Path, *, timeout_s: float = 
         shutil.rmtree(staging, ignore_errors=True)
         env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
         try:
-            done = subprocess.run([sys.executable, "-m", "orchestrator.tiny_agent", str(generated), str(staging)],
+            done = subprocess.run([sys.executable, "-m", "orchestrator.tiny.agent", str(generated), str(staging)],
                                   capture_output=True, text=True, timeout=timeout_s, env=env,
-                                  cwd=Path(__file__).resolve().parents[1])
+                                  cwd=Path(__file__).resolve().parents[2])
         except subprocess.TimeoutExpired as exc:
             shutil.rmtree(staging, ignore_errors=True)
             raise TinyAgentError(f"building the tiny agent took over {timeout_s:.0f} s") from exc
@@ -129,7 +129,7 @@ def local_tiny_agent(project_root: Path, generated: Path, *, timeout_s: float = 
 def playing_model(project_root: Path, generated: Path) -> tuple[str, bool, str]:
     """(model folder, plays, note): the tiny agent; the random tiny model, with the reason, when the agent
     cannot be built (the runtime check still runs; only its check that actions parse is off)."""
-    from orchestrator.tiny_model import local_tiny_model
+    from orchestrator.tiny.model import local_tiny_model
 
     try:
         return local_tiny_agent(project_root, generated), True, ""
@@ -306,7 +306,7 @@ def train_agent(out_dir: Path, samples: list[Turn], *, seed: int, steps: int, ba
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from orchestrator.tiny_model import build_tiny_model
+    from orchestrator.tiny.model import build_tiny_model
 
     corpus = [m["content"] for s in samples[:200] for m in s.messages] + [s.completion for s in samples]
     build_tiny_model(out_dir, seed=seed, corpus=corpus, vocab_size=vocab_size)

@@ -13,7 +13,7 @@ the journal knows it the moment it happens, so a resume after a crash can reconc
 * ``commit``: a workspace commit (sha, parent, node, attempt). A commit that no checkpointed attempt
   names is rolled back on resume; the re-run node makes it again from the same answers.
 
-Each record is a `halt_point` (orchestrator.halt), where a test can stop the process to kill it.
+Each record is a `halt_point` (orchestrator.base.halt), where a test can stop the process to kill it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from orchestrator.halt import halt_point
+from orchestrator.base.halt import halt_point
 from orchestrator.llm import LLM, Message, Reply, Usage
 
 
@@ -36,17 +36,6 @@ def fsync_append(path: Path, line: str) -> None:
         handle.write(line)
         handle.flush()
         os.fsync(handle.fileno())
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` so that a crash leaves the old or the new file, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with tmp.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 class Journal:

@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.config_file import field_defaults
-from orchestrator.json_answer import json_object
-from orchestrator.probe import ProbeResult
-from orchestrator.roles import ConfigRoles
-from orchestrator.sizing import MemoryEstimate, ModelShape, check_proposal, estimate_memory, shape_of, training_ram
+from orchestrator.sources.config_file import field_defaults
+from orchestrator.llm.json_answer import json_object
+from orchestrator.training.machine import ProbeResult
+from orchestrator.sources.roles import ConfigRoles
+from orchestrator.training.sizing import (MemoryEstimate, ModelShape, check_proposal, estimate_memory, shape_of,
+                                          training_ram)
 
 DEFAULT_MODEL = "Qwen/Qwen3-4B-Instruct-2507"
 

@@ -21,7 +21,7 @@ itself: it gets ``exit_grace_s`` to do so (then "failed"), and is stopped after 
 
 A SLURM job's ending is classified by its end state (``failure_class``): a time limit, a preemption, a
 node failure, host memory, or a cancel from outside (``scancel`` by the researcher: "cancelled"); what the
-cluster did is for orchestrator.chain to follow up, never for a fix. A job the cluster requeues (``scontrol
+cluster did is for orchestrator.training.chain to follow up, never for a fix. A job the cluster requeues (``scontrol
 requeue``, a preemption that requeues) goes back to the queue and runs again under the same id: it is followed
 through, and each time it went back (squeue's restart count) is a ``Restart`` of the result, with where in its
 log the rerun began (its start line, or its first update that is not after the ones before).
@@ -60,22 +60,22 @@ from pathlib import Path
 
 import json
 
-from orchestrator.execution import (KILL_WAIT_S, launcher_failures, run_command, stop_process_group,
+from orchestrator.base.execution import (KILL_WAIT_S, launcher_failures, run_command, stop_process_group,
                                     strip_progress_bars)
-from orchestrator.execution import group_gone as _group_gone
-from orchestrator.halt import halt_point
-from orchestrator.journal import write_atomic
-from orchestrator.logformat import LogFormat, LogRecord, LogTail
-from orchestrator.monitor import Anomaly, MonitorConfig, Progress, detect_all, detect_stderr, progress
-from orchestrator.probe import Runner, SlurmCluster, slurm_cluster
-from orchestrator.runs import project_root_of, to_disk
-from orchestrator.sizing import node_request, over_limits, unmet
-from orchestrator.slurm_site import env_options
+from orchestrator.base.execution import group_gone as _group_gone
+from orchestrator.base.halt import halt_point
+from orchestrator.base.files import write_atomic
+from orchestrator.training.logformat import LogFormat, LogRecord, LogTail
+from orchestrator.training.monitor import Anomaly, MonitorConfig, Progress, detect_all, detect_stderr, progress
+from orchestrator.training.machine import Runner, SlurmCluster, slurm_cluster
+from orchestrator.base.files import project_root_of, to_disk
+from orchestrator.training.sizing import node_request, over_limits, unmet
+from orchestrator.training.slurm_site import env_options
 
 STDERR_TAIL_BYTES = 8 * 1024  # what the detectors see at each poll
 SAMPLES_TAIL_BYTES = 64 * 1024  # the end of Sample_EP.logs: the latest sampled episodes, read when a detector asks
 FINAL_TAIL_BYTES = 64 * 1024  # what classifies a job that ended: the traceback may sit above later noise
-RUN_DIR_ENV = "ORCHESTRATOR_RUN_DIR"  # set by the runner (orchestrator.runlock): where job records go
+RUN_DIR_ENV = "ORCHESTRATOR_RUN_DIR"  # set by the runner (orchestrator.base.runlock): where job records go
 _ENDED = frozenset({"finished", "failed", "stopped", "hung", "timeout"})
 _STDERR_KINDS = frozenset({"cuda_oom", "nccl_error", "crash"})
 

@@ -18,7 +18,7 @@ Chat template in transformers 5.x: `apply_chat_template(..., tokenize=True)` ret
 `qwen3_config_for("qwen3-4b")` gives the real Qwen3-4B shape, for building a random model of that
 size on a GPU without downloading weights.
 
-CLI: `python -m orchestrator.tiny_model OUT_DIR` builds the tiny model and prints its path.
+CLI: `python -m orchestrator.tiny.model OUT_DIR` builds the tiny model and prints its path.
 """
 
 from __future__ import annotations

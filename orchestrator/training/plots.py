@@ -1,14 +1,14 @@
 """Learning curves of a formal run: one PNG per metric against the update number, and the report's
 "Curves" section linking them.
 
-`train.logs` is read in the run's log format (orchestrator.logformat: the first guess, a learned
+`train.logs` is read in the run's log format (orchestrator.training.logformat: the first guess, a learned
 format, or the TensorBoard event files beside it), the latest run's train lines. A metric is
 found under the monitor's canonical name first, then by a pattern over the logged key, since each
 researcher's template spells its metrics its own way (``clip_frac_high``, ``response_length_mean``,
 ``invalid_parse_rate``, ...). A non-finite value (nan, inf) gets a red dashed vertical line at its
 update; marks given by the caller (the anomaly that stopped a formal run, the update it stopped at) are
 vertical lines too, and so is every restart of a run that went on across jobs (a time limit, a requeue, ...:
-orchestrator.chain), labelled with its cause and job id, at the update it went on from. matplotlib is imported only when drawing, and a missing matplotlib or an empty log gives a
+orchestrator.training.chain), labelled with its cause and job id, at the update it went on from. matplotlib is imported only when drawing, and a missing matplotlib or an empty log gives a
 one-line reason instead of an error: curves never fail a run.
 
 Files: ``runs/RUN_ID/plots/formal-N/METRIC.png``.
@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.logformat import LogFormat, LogRecord, read_log
-from orchestrator.monitor import current_run
+from orchestrator.training.logformat import LogFormat, LogRecord, read_log
+from orchestrator.training.monitor import current_run
 
 PLOTS_DIR = "plots"
 

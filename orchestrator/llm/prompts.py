@@ -9,7 +9,7 @@ from typing import Any
 
 import jinja2
 
-DEFAULT_PROMPTS_DIR = Path(__file__).resolve().parents[1] / "agent_prompts"
+DEFAULT_PROMPTS_DIR = Path(__file__).resolve().parents[2] / "agent_prompts"
 
 
 @lru_cache(maxsize=4)

@@ -12,21 +12,23 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.halt import halt_point
-from orchestrator.journal import Journal, write_atomic
-from orchestrator.logformat import LogFormat, read_log
-from orchestrator.plots import latest_metrics
-from orchestrator.runlock import WorkspaceLock
+from orchestrator.base.files import from_disk, project_root_of, to_disk
+from orchestrator.base.halt import halt_point
+from orchestrator.run.journal import Journal
+from orchestrator.base.files import write_atomic
+from orchestrator.training.logformat import LogFormat, read_log
+from orchestrator.training.plots import latest_metrics
+from orchestrator.base.runlock import WorkspaceLock
 
 STATE_FILE = "state.json"
 FORMAL_JOB = "formal-{}"  # formal attempt N's folder name everywhere: its logs, outputs, job record, plots
-_REL = "./"  # a path stored relative to the project root
 
 
 class SetupError(ValueError):
@@ -41,27 +43,6 @@ def check_run_id(run_id: str) -> None:
     if not _RUN_ID.fullmatch(run_id) or ".." in run_id or run_id.endswith((".", ".lock")):
         raise SetupError(f"--run-id {run_id!r} cannot name a run: use up to 100 letters, digits, '.', '_' and '-', "
                          f"starting with a letter or digit (no '..'), or leave it out for a new time-stamped id")
-
-
-def to_disk(value: str, root: Path) -> str:
-    """An absolute path inside `root` as "./REL"; anything else (model ids, outside paths) unchanged."""
-    if not value or not Path(value).is_absolute():
-        return value
-    try:
-        return _REL + Path(value).resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return value
-
-
-def from_disk(value: str, root: Path) -> str:
-    """A path as `to_disk` stored it, absolute again under `root`; anything else unchanged."""
-    return str(root / value[len(_REL):]) if isinstance(value, str) and value.startswith(_REL) else value
-
-
-def project_root_of(run_dir: Path) -> Path:
-    """The project root that holds a run's folder (PROJECT/runs/RUN_ID): what the paths stored in it are
-    relative to."""
-    return Path(run_dir).parent.parent
 
 
 def llm_paths(spec: str, convert: Callable[[str, Path], str], root: Path) -> str:
@@ -178,7 +159,7 @@ def job_log(record: Path) -> Path | None:
 
 def latest_formal_metrics(run_dir: Path, formal_log_dir: str = "",
                           log_format: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-    """The latest formal attempt's name and its last logged metrics (orchestrator.plots names, plus
+    """The latest formal attempt's name and its last logged metrics (orchestrator.training.plots names, plus
     `update`), read in the run's log format: from the log its job record names (live while it trains),
     else from the run's folder the last ended attempt's logs were collected into (`formal_log_dir`, as
     state.json stores it); None when neither has a train line."""
@@ -198,7 +179,7 @@ def latest_formal_metrics(run_dir: Path, formal_log_dir: str = "",
 
 
 def formal_jobs(run_dir: Path, log_format: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-    """The latest formal attempt's jobs (its chain, orchestrator.chain: formal-N/jobs.json), each with the update it
+    """The latest formal attempt's jobs (its chain, orchestrator.training.chain: formal-N/jobs.json), each with the update it
     went on from, read from the attempt's train.logs; None before any formal job."""
     chains = sorted(run_dir.glob("formal-*/jobs.json"), key=lambda p: _attempt_number(p.parent))
     if not chains:
@@ -273,8 +254,6 @@ def run_summary(project_root: Path, run_id: str) -> dict[str, Any]:
     settings = RunSettings.load(project_root, run_id)
     state = read_state(settings.run_dir)
     if state is None:  # a run from before state.json: its checkpoint knows the same
-        from orchestrator.runner import checkpoint_state
-
         values, next_nodes = checkpoint_state(settings.run_dir, run_id)
         state = state_record(settings.run_dir, settings.status, settings.exit_reason, values, next_nodes)
     ledger = state.get("ledger") or {}
@@ -293,3 +272,32 @@ def run_summary(project_root: Path, run_id: str) -> dict[str, Any]:
             "ledger": ledger, "answered_by": journal.answered_by(ledger), "last_error": state.get("last_error") or "",
             "metrics": latest_formal_metrics(settings.run_dir, state.get("formal_log_dir") or "", state.get("log_format"))
             or state.get("latest_metrics"), "jobs": formal_jobs(settings.run_dir, state.get("log_format"))}
+
+
+BRANCH = "branch:to:"  # LangGraph's channel that marks a node the next step runs
+
+
+def damaged_checkpoints(run_dir: Path, exc: Exception) -> SetupError:
+    return SetupError(f"{run_dir / 'checkpoints.sqlite'} is damaged ({exc}); this run cannot be resumed from it: "
+                      f"start a new run with `python -m orchestrator run` (the workspace branch keeps its files)")
+
+
+def checkpoint_state(run_dir: Path, run_id: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The latest checkpoint's values and next nodes, read from its SQLite file without building the graph (status
+    stays light): the nodes the next step runs are the checkpoint's `branch:to:NODE` channels."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = run_dir / "checkpoints.sqlite"
+    if not path.exists():
+        raise SetupError(f"{path} is missing; this run cannot be resumed: start a new run with "
+                         f"`python -m orchestrator run`")
+    try:
+        with SqliteSaver.from_conn_string(str(path)) as saver:
+            saved = saver.get_tuple({"configurable": {"thread_id": run_id}})
+    except sqlite3.DatabaseError as exc:
+        raise damaged_checkpoints(run_dir, exc) from exc
+    if saved is None:
+        return {}, ()
+    channels = saved.checkpoint["channel_values"]
+    values = {key: value for key, value in channels.items() if not key.startswith(("branch:", "__"))}
+    return values, tuple(key[len(BRANCH):] for key in channels if key.startswith(BRANCH))

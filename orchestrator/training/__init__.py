@@ -1,0 +1,2 @@
+"""A training run: the machine probe and sizing, the formal plan, the watched job, the monitor, log formats,
+curves, the census of training processes, the manifest. May import sources/, base/ and llm/."""
