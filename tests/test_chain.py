@@ -175,3 +175,27 @@ def test_a_requeued_job_is_one_segment_per_run_and_each_restart_is_marked_where_
     assert [(s.cause, s.first_record, s.status) for s in chain.segments] == [("start", 0, "requeued"),
                                                                            ("requeued", 4, "finished")]
     assert restarts(chain.segments, LOG) == [(2, "requeued (job 41)")]
+
+
+def test_after_a_fix_the_next_attempt_goes_on_from_the_last_checkpoint_before_the_anomaly(tmp_path: Path):
+    from types import SimpleNamespace
+
+    from orchestrator.nodes.train import restart_point
+
+    earlier = tmp_path / "formal-1" / "outputs"
+    for update in (2, 4, 6):
+        (earlier / f"checkpoint-{update}").mkdir(parents=True)
+        (earlier / f"checkpoint-{update}" / "training_state.pt").write_bytes(b"state")
+    ctx = SimpleNamespace(run_dir=tmp_path)
+    nan_at_5 = {"attempts": [{"node": "formal_train", "attempt": 1,
+                              "anomaly": {"kind": "nan_loss", "summary": "", "update": 5}},
+                             {"node": "fix", "attempt": 1}]}
+    cause, note = restart_point(nan_at_5, ctx, tmp_path / "formal-2", 2, resumable=True)
+    assert (cause, note) == ("fix", "formal-2 goes on from formal-1's checkpoint-4 (update 4), the last checkpoint "
+                                    "before the anomaly at update 5")
+    assert (tmp_path / "formal-2/outputs/checkpoint-4").resolve() == (earlier / "checkpoint-4").resolve()
+    assert restart_point(nan_at_5, ctx, tmp_path / "formal-3", 3, resumable=False)[1].endswith("begins at update 0")
+    mismatch = {"attempts": [{"node": "formal_train", "attempt": 1,
+                              "anomaly": {"kind": "config_mismatch", "summary": "", "update": None}}]}
+    assert restart_point(mismatch, ctx, tmp_path / "formal-4", 2, resumable=True) == ("start", "")
+    assert not (tmp_path / "formal-4").exists()

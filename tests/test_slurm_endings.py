@@ -339,6 +339,12 @@ def test_a_partition_time_limit_is_gone_through_in_chained_jobs_to_the_parameter
     assert manifest["slurm"]["sbatch_options"]["time"] == {"value": "1", "source": "SBATCH_TIMELIMIT"}
     assert [j["job_id"] for j in manifest["jobs"]] == [s["job_id"] for s in segments]
     assert f"formal run formal-1, {len(segments)} job(s)" in seen["status"]
+    # the page and the attempt's record: the jobs, where each went on, the options used
+    attempt = json.loads((resumed.run_dir / "state.json").read_text())["attempts"][-1]
+    marked = [label for _, label in attempt["restarts"]]  # a last job that only saved the final model marks nothing
+    assert marked and marked == [f"time_limit (job {s['job_id']})" for s in segments[1:]][:len(marked)]
+    page = (resumed.run_dir / "report.html").read_text()
+    assert f"formal run formal-1, {len(segments)} job(s)" in page and "--partition=short (SBATCH_PARTITION)" in page
     no_llm_call_for_the_ending(resumed)
 
 

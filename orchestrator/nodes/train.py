@@ -75,7 +75,9 @@ def formal_model(ctx: RunContext, machine: ProbeResult) -> str:
 def plan(ctx: RunContext, machine: ProbeResult, model: str, config_cls: type, roles: ConfigRoles, adjustments: dict):
     current = {**config_values(config_cls), **roles.to_fields({"model": model})}
     use_slurm = ctx.formal.use_slurm and machine.slurm
-    prompt = render("plan_formal", ctx.prompts_dir, probe_summary=machine.summary(), model=model, current=current,
+    site = site_options(ctx.generated, ctx.formal.sbatch_options, ()) if use_slurm else {}
+    summary = machine.summary() + (f"\nsbatch options (the job's): {describe_options(site)}" if use_slurm else "")
+    prompt = render("plan_formal", ctx.prompts_dir, probe_summary=summary, model=model, current=current,
                     estimate=memory_text(current, roles, model, machine, use_slurm), pinned=ctx.formal.pinned,
                     roles=roles.describe())
     grpo_config = ctx.workspace.read(f"{GENERATED_DIR}/grpo_config.py") or ""

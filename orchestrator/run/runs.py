@@ -188,6 +188,8 @@ def formal_jobs(run_dir: Path, log_format: Mapping[str, Any] | None = None) -> d
         segments = json.loads(chains[-1].read_text()).get("segments", [])
     except (OSError, ValueError):
         return None
+    if not segments:
+        return None
     folder = chains[-1].parent
     records = read_log(job_log(run_dir / "jobs" / f"{folder.name}.json") or folder / "train.logs",
                        LogFormat.from_dict(dict(log_format or {})))
