@@ -1,18 +1,21 @@
 """What a policy does on boards a run never trained on: the example's own train.py plays them and we count.
 
     python benchmarks/held_out.py GAME FOLDER MODEL [MODEL ...] --seed S [--boards 16] [--per-board 2]
-                                  [--turns 5] [--cap 40] [--greedy] [--agents N] [--field NAME=JSON ...]
+                                  [--turns 5] [--cap 40] [--modes sampled greedy] [--agents N]
+                                  [--field NAME=JSON ...]
 
 GAME is cleanup or staghunt; FOLDER a generated set of that game (its source of truth plus train.py and the
 other generated files); each MODEL a folder from_pretrained can load (a run's checkpoints, the warm start),
 all played on the same boards. Board i is game seed `10_000_000 + S + i`, the Cleanup template's own
 evaluation seeds. A run of seed S trains on boards S, S + 1, ... (one per update, both templates), far below
-them; with seeds spaced apart (S = k * SEED_SPACING for seed k, in `learning_bench.py` and the learning test)
-no run trains on another's boards or on any held-out board. Each board is played `--per-board` times,
-sampled at the config's temperature, or greedily (Cleanup only: Stag Hunt's config always samples).
+them; with seeds spaced apart (S = k * SEED_SPACING for seed k, in `learning_bench.py`) no run trains on
+another's boards or on any held-out board. Each mode plays every model on the boards: `sampled` plays each board
+`--per-board` times at the config's temperature, `greedy` once at temperature 0 (GREEDY_TEMPERATURE where the
+config refuses 0, as Stag Hunt's does: the most likely token but for near-ties).
 `--field` sets any other config field as the run trained with it (e.g. `env_width=8`: the same game size).
 
-Prints one JSON object per model, a line each, every count per agent-episode: `reward` (the training return:
+Prints one JSON object per mode and model (modes outermost), a line each, with its `mode`, every count per
+agent-episode: `reward` (the training return:
 game reward plus the invalid-action penalties), `invalid_rate`, `helpers` (each helper's share of the valid
 actions), and the game's behaviour. Cleanup: `apples` eaten, river `cleaned` cells, `dirt_end` (the river's
 dirty fraction when the episode ends). Stag Hunt: `stags` (stags caught; both hunters of a catch count it),
@@ -47,6 +50,9 @@ from orchestrator.sources.roles import ConfigRoles, parses_command_line, validat
 
 HELD_OUT_BASE = 10_000_000  # the Cleanup template's evaluation seeds start here
 SEED_SPACING = 10_000  # runs of seed k train on game seeds k * SEED_SPACING + update: no two share a board
+EVALUATION_TIMEOUT_S = 1800.0
+MODES = ("sampled", "greedy")
+GREEDY_TEMPERATURE = 1e-3  # where the config refuses 0
 STAG_EVENT = re.compile(r"hunters? ([\d, ]+) (caught the stag|attacked the stag|caught the hare)")
 STAG_COUNTS = {"caught the stag": "stags", "attacked the stag": "lone_stag", "caught the hare": "hares"}
 
@@ -153,7 +159,7 @@ class HeldOut:
     per_board: int = 2
     turns: int = 5
     cap: int = 40
-    greedy: bool = False
+    modes: tuple[str, ...] = ("sampled",)
     agents: int | None = None  # None: the config's
     fields: dict[str, Any] = dataclasses.field(default_factory=dict)  # other config fields the run trained with
 
@@ -161,13 +167,14 @@ class HeldOut:
         """This evaluation as a command line of this script."""
         return [sys.executable, str(Path(__file__).resolve()), self.game, str(self.folder), *self.models,
                 "--seed", str(self.seed), "--boards", str(self.boards), "--per-board", str(self.per_board),
-                "--turns", str(self.turns), "--cap", str(self.cap), *(["--greedy"] if self.greedy else []),
+                "--turns", str(self.turns), "--cap", str(self.cap), "--modes", *self.modes,
                 *(["--agents", str(self.agents)] if self.agents else []),
                 *[arg for name, value in self.fields.items() for arg in ("--field", f"{name}={json.dumps(value)}")]]
 
     def run(self) -> list[dict[str, Any]]:
-        """This evaluation in a fresh interpreter: one result per model."""
-        done = subprocess.run(self.command(), capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        """This evaluation in a fresh interpreter: one result per mode and model, modes outermost."""
+        done = subprocess.run(self.command(), capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                              timeout=EVALUATION_TIMEOUT_S)
         if done.returncode != 0:
             raise RuntimeError(f"held-out evaluation of {self.game} failed:\n{done.stderr[-3000:]}")
         return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -185,30 +192,46 @@ def evaluate(spec: HeldOut) -> Iterator[dict[str, Any]]:
     count_helpers(train, counts)
     install(train, counts)
     roles = game_roles(spec.game, spec.folder)
-    for name in spec.models:
-        # the run's settings by role; groups of at least 2, as every GRPO config asks (only Stag Hunt plays them)
-        values = roles.to_fields({"model": name, "episode_turns": spec.turns, "thinking_cap": spec.cap,
-                                  "action_cap": spec.cap, "group_generations": max(spec.per_board, 2),
-                                  **({"agent_count": spec.agents} if spec.agents else {})})
-        values.update(spec.fields)
-        if spec.greedy:
-            values["temperature"] = 0.0  # both examples' sampling field; Stag Hunt's config refuses 0
-        config = train.GRPOConfig(**values)
-        torch.manual_seed(spec.seed)  # every model samples from the same generator state
-        counts.clear()
-        tokenizer = AutoTokenizer.from_pretrained(name)
-        if tokenizer.pad_token_id is None:
-            tokenizer.pad_token = tokenizer.eos_token
-        model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32).eval()
-        with torch.no_grad():
-            returns, actions, invalid = play(train, config, model, tokenizer, held_out_boards(spec.seed, spec.boards),
-                                             spec.per_board)
-        agent_episodes = sum(len(r) for r in returns)
-        calls = sum(counts[f"helper:{h}"] for h in train.HELPERS)
-        yield {"model": name, "reward": sum(map(sum, returns)) / agent_episodes,
-               "invalid_rate": invalid / max(actions, 1),
-               **{key: counts[key] / agent_episodes for key in behaviour},
-               "helpers": {h: counts[f"helper:{h}"] / max(calls, 1) for h in sorted(train.HELPERS)}}
+    for mode in spec.modes:
+        per_board = spec.per_board if mode == "sampled" else 1
+        for name in spec.models:
+            config = mode_config(train.GRPOConfig, roles, spec, name, mode, per_board)
+            torch.manual_seed(spec.seed)  # every model samples from the same generator state
+            counts.clear()
+            tokenizer = AutoTokenizer.from_pretrained(name)
+            if tokenizer.pad_token_id is None:
+                tokenizer.pad_token = tokenizer.eos_token
+            model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.float32).eval()
+            with torch.no_grad():
+                returns, actions, invalid = play(train, config, model, tokenizer,
+                                                 held_out_boards(spec.seed, spec.boards), per_board)
+            yield {"mode": mode, **results(train, counts, behaviour, name, returns, actions, invalid)}
+
+
+def mode_config(config_class: type, roles: ConfigRoles, spec: HeldOut, name: str, mode: str, per_board: int) -> Any:
+    """The config a model plays the boards with: the run's settings by role (groups of at least 2, as every GRPO
+    config asks; only Stag Hunt plays them), the spec's fields, and for `greedy` temperature 0 (both examples'
+    sampling field), or GREEDY_TEMPERATURE where the config refuses 0."""
+    values = roles.to_fields({"model": name, "episode_turns": spec.turns, "thinking_cap": spec.cap,
+                              "action_cap": spec.cap, "group_generations": max(per_board, 2),
+                              **({"agent_count": spec.agents} if spec.agents else {})})
+    values.update(spec.fields)
+    if mode == "sampled":
+        return config_class(**values)
+    try:
+        return config_class(**{**values, "temperature": 0.0})
+    except ValueError:
+        return config_class(**{**values, "temperature": GREEDY_TEMPERATURE})
+
+
+def results(train: Any, counts: collections.Counter, behaviour: tuple[str, ...], name: str,
+            returns: list[list[float]], actions: int, invalid: int) -> dict[str, Any]:
+    """What one model did on the boards, per agent-episode."""
+    agent_episodes = sum(len(r) for r in returns)
+    calls = sum(counts[f"helper:{h}"] for h in train.HELPERS)
+    return {"model": name, "reward": sum(map(sum, returns)) / agent_episodes, "invalid_rate": invalid / max(actions, 1),
+            **{key: counts[key] / agent_episodes for key in behaviour},
+            "helpers": {h: counts[f"helper:{h}"] / max(calls, 1) for h in sorted(train.HELPERS)}}
 
 
 def main() -> None:
@@ -221,14 +244,14 @@ def main() -> None:
     parser.add_argument("--per-board", type=int, default=2, help="episodes per board")
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--cap", type=int, default=40, help="new-token cap of each generation stage")
-    parser.add_argument("--greedy", action="store_true")
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=["sampled"])
     parser.add_argument("--agents", type=int, default=None, help="agents per game (default: the config's)")
     parser.add_argument("--field", action="append", default=[], metavar="NAME=JSON",
                         help="another config field, as the run set it (e.g. env_width=8); repeatable")
     args = parser.parse_args()
     fields = {name: json.loads(value) for name, _, value in (f.partition("=") for f in args.field)}
     spec = HeldOut(args.game, args.folder.resolve(), args.models, args.seed, args.boards, args.per_board, args.turns,
-                   args.cap, args.greedy, args.agents, fields)
+                   args.cap, tuple(args.modes), args.agents, fields)
     for result in evaluate(spec):
         print(json.dumps(result), flush=True)
 

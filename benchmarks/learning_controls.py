@@ -1,0 +1,138 @@
+"""The learning test's controls: runs that must not learn, scored by the test's statistic.
+
+    python benchmarks/learning_controls.py [--seeds 100 101 102 103] [--controls lr0 one_update coin negated noise]
+                                           [--results benchmarks/results/learning-controls.jsonl] [--report]
+
+Each control is the test's seed (`learning_run.measure` on Cleanup) with one thing broken:
+
+- `lr0`: learning rate 0 (the weights never change: its statistic is 0 by construction, measured to show it);
+- `one_update`: one GRPO update instead of the recipe's;
+- `coin`: every episode's return replaced by a fair coin flip (0 or 1) before the group advantages;
+- `negated`: every return negated (GRPO then learns to score less);
+- `noise`: no training of its own: the warm start plus, in every weight tensor, Gaussian noise scaled to the norm
+  of the change a real GRPO run of the same seed made to that tensor (that run is trained here and reported too).
+
+`coin` and `negated` change one line of the copied train.py (the returns that `assign_advantages` normalises); the
+source of truth and the reference set are untouched. The report prints each control's statistic per seed and its
+highest value, beside the test's threshold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from learning_bench import generated_folder  # noqa: E402
+from learning_run import GAIN_THRESHOLD, RECIPES, final_model, measure, score  # noqa: E402
+
+from orchestrator.tiny_agent import local_tiny_agent  # noqa: E402
+
+GAME = "cleanup"
+CONTROLS = ("lr0", "one_update", "coin", "negated", "noise")
+RESULTS = ROOT / "benchmarks" / "results" / "learning-controls.jsonl"
+RETURNS_LINE = "    returns = torch.tensor(rollout.returns, dtype=torch.float32)  # (G, A)\n"
+CHANGED_RETURNS = {
+    "coin": "    returns = torch.tensor([[float(random.random() < 0.5) for _ in r] for r in rollout.returns])\n",
+    "negated": "    returns = -torch.tensor(rollout.returns, dtype=torch.float32)  # (G, A)\n",
+}
+
+
+def with_returns(folder: Path, control: str, dest: Path) -> Path:
+    """A copy of the generated set whose train.py hands `control`'s returns to the group advantages."""
+    shutil.copytree(folder, dest)
+    train = dest / "train.py"
+    text = train.read_text()
+    if text.count(RETURNS_LINE) != 1:
+        raise SystemExit("train.py: the returns line of assign_advantages was not found once")
+    train.write_text(text.replace(RETURNS_LINE, CHANGED_RETURNS[control]))
+    return dest
+
+
+def noisy_model(warm: str, trained: Path, dest: Path, seed: int) -> Path:
+    """The warm start plus per-tensor Gaussian noise of the norm of the trained model's change to that tensor."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(warm, dtype=torch.float32)
+    changed = AutoModelForCausalLM.from_pretrained(trained, dtype=torch.float32).state_dict()
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, weight in model.state_dict().items():
+            size = (changed[name] - weight).norm()
+            noise = torch.randn(weight.shape, generator=generator)
+            weight.add_(noise * size / noise.norm().clamp(min=1e-12))
+    model.save_pretrained(dest)
+    for kept in Path(warm).iterdir():  # the tokenizer, its chat template, the agent's marker
+        if not (dest / kept.name).exists():
+            shutil.copy2(kept, dest / kept.name)
+    return dest
+
+
+def run_control(control: str, folder: Path, model: str, seed: int, work: Path) -> dict[str, Any]:
+    if control in CHANGED_RETURNS:
+        result = measure(GAME, with_returns(folder, control, work / f"set-{control}-{seed}"), model, seed,
+                         work / control)
+        return {"gain": result.gain, "invalid": result.scored["sampled"][1]["invalid_rate"]}
+    if control in ("lr0", "one_update"):
+        result = measure(GAME, folder, model, seed, work / control,
+                         **({"lr": 0.0} if control == "lr0" else {"updates": 1}))
+        return {"gain": result.gain, "invalid": result.scored["sampled"][1]["invalid_rate"]}
+    real = measure(GAME, folder, model, seed, work / "real")
+    noisy = noisy_model(model, final_model(work / "real" / f"{GAME}-seed{seed}"), work / f"noise-{seed}", seed)
+    warm, moved = score(GAME, folder, [model, str(noisy)], RECIPES[GAME])["sampled"]
+    return {"gain": moved["reward"] - warm["reward"], "invalid": moved["invalid_rate"], "real_gain": real.gain}
+
+
+def report(rows: list[dict[str, Any]], threshold: float = GAIN_THRESHOLD) -> None:
+    print(f"\n{GAME}: the test's statistic (sampled held-out reward, trained minus warm start) under each control; "
+          f"the test's threshold {threshold:g}")
+    print("| control | seeds | per seed | highest |")
+    print("|---|---|---|---|")
+    for control in CONTROLS:
+        runs = sorted((r for r in rows if r["control"] == control), key=lambda r: r["seed"])
+        if runs:
+            shown = ", ".join(f"{r['gain']:+.3f}" for r in runs)
+            print(f"| {control} | {' '.join(str(r['seed']) for r in runs)} | {shown} | "
+                  f"{max(r['gain'] for r in runs):+.3f} |")
+    real = [r for r in rows if "real_gain" in r]
+    if real:
+        print("the real runs the noise came from: " + ", ".join(f"{r['real_gain']:+.3f}" for r in real))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[100, 101, 102, 103])
+    parser.add_argument("--controls", nargs="+", choices=CONTROLS, default=list(CONTROLS))
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--report", action="store_true", help="only print the report of the results file")
+    args = parser.parse_args()
+    rows = [json.loads(line) for line in args.results.read_text().splitlines()] if args.results.is_file() else []
+    if not args.report:
+        args.results.parent.mkdir(parents=True, exist_ok=True)
+        done = {(r["control"], r["seed"]) for r in rows}
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = generated_folder(GAME, Path(tmp) / GAME)
+            model = local_tiny_agent(ROOT, folder)
+            for control in args.controls:
+                for seed in args.seeds:
+                    if (control, seed) in done:
+                        continue
+                    row = {"control": control, "seed": seed,
+                           **run_control(control, folder, model, seed, Path(tmp) / f"{control}-{seed}")}
+                    rows.append(row)
+                    with args.results.open("a") as out:
+                        out.write(json.dumps(row) + "\n")
+                    print(f"{control} seed {seed}: {row['gain']:+.3f}", flush=True)
+    report([r for r in rows if r["control"] in args.controls and r["seed"] in args.seeds])
+
+
+if __name__ == "__main__":
+    main()
