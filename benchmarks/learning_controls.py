@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from learning_bench import generated_folder  # noqa: E402
 from learning_run import GAIN_THRESHOLD, RECIPES, final_model, measure, score  # noqa: E402
 
-from orchestrator.tiny_agent import local_tiny_agent  # noqa: E402
+from orchestrator.tiny.agent import local_tiny_agent  # noqa: E402
 
 GAME = "cleanup"
 CONTROLS = ("lr0", "one_update", "coin", "negated", "noise")

@@ -29,9 +29,9 @@ from typing import Any
 
 from held_out import SEED_SPACING, HeldOut, game_roles
 
-from orchestrator.config_file import field_kinds, load_config_class
-from orchestrator.logformat import parse_log
-from orchestrator.roles import deliver
+from orchestrator.sources.config_file import field_kinds, load_config_class
+from orchestrator.training.logformat import parse_log
+from orchestrator.sources.roles import deliver
 
 HELD_OUT_SEED = 0  # boards 10,000,000 + i, the same for every seed
 GAIN_THRESHOLD = 0.0

@@ -31,7 +31,7 @@ from learning_bench import generated_folder  # noqa: E402
 from held_out import MODES  # noqa: E402
 from learning_run import GAIN_THRESHOLD, RECIPES, SeedResult, measure, score  # noqa: E402
 
-from orchestrator.tiny_agent import local_tiny_agent  # noqa: E402
+from orchestrator.tiny.agent import local_tiny_agent  # noqa: E402
 
 SEEDS = tuple(range(100, 120))
 RESULTS = ROOT / "benchmarks" / "results" / "learning-sweep.jsonl"
