@@ -371,15 +371,15 @@ class _WatchedJob(ABC):
         crash_seen_at: datetime | None = None
         while True:
             state = self._state()
-            if state == "ended":
-                return "ended", None, []
-            now = self._clock()
-            if len(self.restarts) < self._restart_count():  # the cluster put it back in the queue: it runs again
+            if len(self.restarts) < self._restart_count():  # the cluster put it back in the queue: it ran again
                 watch.read()
                 while len(self.restarts) < self._restart_count():
                     since = self.restarts[-1].first_record if self.restarts else watch.first
                     self.restarts.append(Restart("requeued", rerun_start(watch.all_records, since)))
                 self._save_record(restarts=[vars(r) for r in self.restarts])
+            if state == "ended":
+                return "ended", None, []
+            now = self._clock()
             if state == "pending":  # time in a queue is not silence
                 watch.last_output_at = now
             found = watch.check(now)
@@ -696,13 +696,15 @@ class SlurmJob(_WatchedJob):
 
     def _scontrol_end(self) -> tuple[str, str, str] | None:
         """(JobState, ExitCode, Reason) from `scontrol show job`, for clusters without slurmdbd; the nodes it ran on
-        are noted."""
+        and how often it was requeued are noted."""
         code, out, _ = self._run(["scontrol", "show", "job", "-o", str(self.slurm_job_id)])
-        fields = dict(re.findall(r"\b(JobState|ExitCode|Reason|NodeList)=(\S+)", out)) if code == 0 else {}
+        fields = dict(re.findall(r"\b(JobState|ExitCode|Reason|NodeList|Restarts)=(\S+)", out)) if code == 0 else {}
         if "JobState" not in fields:
             return None
         if fields.get("NodeList", "(null)") != "(null)":
             self.nodes = fields["NodeList"]
+        if fields.get("Restarts", "").isdigit():  # a rerun that ended between two looks at the queue
+            self._requeued = max(self._requeued, int(fields["Restarts"]))
         return fields["JobState"], fields.get("ExitCode", "0:0"), fields.get("Reason", "None")
 
     def _stop(self) -> None:
