@@ -239,8 +239,9 @@ STAGHUNT_SAMPLES = """--- turn 3 ---
 [hunter 1] helper_result: None valid=False error=ValueError: no JSON object with an "action" key in the output
 [hunter 1] declared_move: WAIT  reward: -0.10
 """
-# the rate of a run that loses its action format in a few updates (the learning test's settings, one seed)
-CLIMB = {1: 0.0, 2: 0.0125, 3: 0.0, 4: 0.05, 5: 0.4, 6: 0.75, 7: 0.8}
+# the training rates of a run that lost its action format (benchmarks/README.md: the Cleanup tiny agent's seed-1
+# build, one optimiser step per update at lr 2e-3), updates 1-7
+CLIMB = dict(enumerate((0.0625, 0.2625, 0.6, 0.5375, 0.65, 0.8, 0.6125), start=1))
 
 
 def invalid_rates(rates: dict[int, float]) -> Overrides:
@@ -250,9 +251,9 @@ def invalid_rates(rates: dict[int, float]) -> Overrides:
 def test_an_invalid_rate_that_climbs_is_serious_with_the_updates_it_rose_at_and_the_failed_outputs() -> None:
     anomaly = detect_invalid_rise(records_for(7, invalid_rates(CLIMB)), CONFIG, lambda: CLEANUP_SAMPLES)
     assert anomaly is not None and (anomaly.kind, anomaly.update, anomaly.serious) == ("invalid_action_rise", 6, True)
-    assert "from 0.004167 (updates 1-3) to 0.4" in anomaly.message
-    assert "it rose at update 5: 0.4, update 6: 0.75" in anomaly.message
-    assert "update 4" not in anomaly.message and "2 failed actions" in anomaly.message
+    assert "from 0.3083 (updates 1-3) to 0.6625" in anomaly.message
+    assert "it rose at update 4: 0.5375, update 5: 0.65, update 6: 0.8" in anomaly.message
+    assert "update 7" not in anomaly.message and "2 failed actions" in anomaly.message
     assert 'played STAY (unparseable: no JSON object' in anomaly.evidence
     assert '[agent 1] action output: {"action": "collect_n' in anomaly.evidence
     assert "unexpected keyword 'coord_x'" in anomaly.evidence and "update=6 " in anomaly.evidence

@@ -122,7 +122,8 @@ def test_nan_loss_stops_the_whole_process_group(tmp_path: Path) -> None:
 
 
 def test_an_invalid_action_rate_that_climbs_stops_the_run_with_the_outputs_that_failed(tmp_path: Path) -> None:
-    # the rates of a seed whose policy lost its action format in 6 updates; Sample_EP.logs in a folder of its own
+    # the rates of a run whose policy lost its action format (test_monitor's CLIMB); Sample_EP.logs in a folder of
+    # its own
     samples = tmp_path / "outputs" / "Sample_EP.logs"
     script = write_child(tmp_path, f"""
         line("start", model="tiny", updates=20, episodes=160)
@@ -131,7 +132,7 @@ def test_an_invalid_action_rate_that_climbs_stops_the_run_with_the_outputs_that_
             fh.write('[agent 1] action output: {{"action": "clean_nearest_appl\\n'
                      '[agent 1] parsed call: null\\n'
                      '[agent 1] helper result: completed=False, played STAY (unparseable: no JSON object)\\n')
-        for update, rate in enumerate((0.0, 0.0125, 0.0, 0.05, 0.4, 0.75, 0.8), start=1):
+        for update, rate in enumerate((0.0625, 0.2625, 0.6, 0.5375, 0.65, 0.8, 0.6125), start=1):
             line("train", update=update, episode=8 * update, loss=0.01, grad_norm=0.5, reward_mean=0.1,
                  invalid_action_rate=rate)
         block()
@@ -143,7 +144,7 @@ def test_an_invalid_action_rate_that_climbs_stops_the_run_with_the_outputs_that_
     assert result.status == "stopped" and result.returncode == -15
     anomaly = result.anomalies[0]
     assert (anomaly.kind, anomaly.update, anomaly.serious) == ("invalid_action_rise", 6, True)
-    assert "it rose at update 5: 0.4, update 6: 0.75" in anomaly.message
+    assert "it rose at update 4: 0.5375, update 5: 0.65, update 6: 0.8" in anomaly.message
     assert '[agent 1] action output: {"action": "clean_nearest_appl' in anomaly.evidence
     assert "(unparseable: no JSON object)" in anomaly.evidence
     assert [r.values["update"] for r in result.records if r.kind == "train"] == [1, 2, 3, 4, 5, 6, 7]
