@@ -34,7 +34,7 @@ HARNESS = textwrap.dedent('''
                         beta=0.0, num_iterations=1, bf16=False, gradient_checkpointing=False, max_grad_norm=1e9,
                         temperature=1.0)
     accelerator = Accelerator()
-    tokenizer, net, _ = T.load_models(config, accelerator)
+    tokenizer, net, _ = T.load_models(config, accelerator, config.model_name)
     optimizer = torch.optim.SGD(net.parameters(), lr=1.0)
     net, optimizer = accelerator.prepare(net, optimizer)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)

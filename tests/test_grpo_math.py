@@ -68,7 +68,7 @@ def _bandit_trainer(reference_train, model_dir, **overrides):
                         learning_rate=3e-2, lr_scheduler_type="constant", warmup_steps=0, beta=0.0,
                         micro_batch_size=16, bf16=False, gradient_checkpointing=False, **overrides)
     accelerator = Accelerator(cpu=True)
-    tokenizer, model, ref_model = reference_train.load_models(config, accelerator)
+    tokenizer, model, ref_model = reference_train.load_models(config, accelerator, config.model_name)
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
     scheduler = get_scheduler("constant", optimizer)
     model, optimizer = accelerator.prepare(model, optimizer)
