@@ -9,7 +9,8 @@ from pathlib import Path
 
 import git
 import pytest
-from conftest import GENERATION_STEPS, REFERENCE, file_answer, reference_replies, roles_reply, write_transcript
+from conftest import (GENERATION_STEPS, REFERENCE, SOURCE_OF_TRUTH, file_answer, reference_replies, roles_reply,
+                      write_transcript)
 from messages_api import answer
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
@@ -171,7 +172,9 @@ def test_one_re_ask_names_every_problem_of_a_generation_answer(project: Path, ht
     assert outcome.status == "done", outcome.reason
     assert asked["Step 1"][1].startswith("Your answer could not be used: 2 format error(s)")
     assert asked["Step 3"][1].startswith("Your answer could not be used: 2 format error(s)")
-    assert "CUSTOMIZE 2: # === CUSTOMIZE ===   (grpo_template.py line 78" in asked["Step 3"][1]
+    second = [n for n, line in enumerate((SOURCE_OF_TRUTH / "grpo_template.py").read_text().splitlines(), 1)
+              if line.startswith("# === CUSTOMIZE ===")][1]
+    assert f"CUSTOMIZE 2: # === CUSTOMIZE ===   (grpo_template.py line {second}" in asked["Step 3"][1]
     for name in ("helpers.py", "helper_readme.md", "train.py"):
         assert (project / "workspace/generated" / name).read_text() == (REFERENCE / name).read_text()
     assert outcome.state["ledger"]["generate_helpers"]["calls"] == outcome.state["ledger"]["generate_train"]["calls"] == 2
