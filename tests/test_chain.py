@@ -58,10 +58,12 @@ def test_a_time_limit_chains_the_next_job_from_the_newest_checkpoint():
                                     "checkpoint at update 2")
 
 
-def test_a_time_limit_without_a_newer_checkpoint_or_without_resume_support_stops_the_run_for_the_researcher():
-    stuck = follow_up(ended("time_limit"), situation(earlier_checkpoint=2), NO_COMMANDS)
+def test_a_second_time_limit_in_a_row_without_a_newer_checkpoint_or_no_resume_support_stops_the_run():
+    once = follow_up(ended("time_limit"), situation(earlier_checkpoint=2, stalled=1), NO_COMMANDS)
+    assert isinstance(once, Resubmit)  # a first job may pay for caches: one is let pass
+    stuck = follow_up(ended("time_limit"), situation(earlier_checkpoint=2, stalled=2), NO_COMMANDS)
     assert isinstance(stuck, Stop) and stuck.status == "environment"
-    assert "without saving a newer checkpoint (the newest: update 2)" in stuck.reason
+    assert "like the job before it saved no newer checkpoint (the newest: update 2)" in stuck.reason
     assert stuck.reason.endswith("then `python -m orchestrator resume r1`")
     unresumable = follow_up(ended("time_limit"), situation(resumable=False), NO_COMMANDS)
     assert unresumable.status == "environment" and "cannot resume" in unresumable.reason
@@ -199,3 +201,16 @@ def test_after_a_fix_the_next_attempt_goes_on_from_the_last_checkpoint_before_th
                               "anomaly": {"kind": "config_mismatch", "summary": "", "update": None}}]}
     assert restart_point(mismatch, ctx, tmp_path / "formal-4", 2, resumable=True) == ("start", "")
     assert not (tmp_path / "formal-4").exists()
+
+
+def test_run_chain_lets_one_job_without_progress_pass_and_stops_at_the_second_in_a_row(tmp_path: Path):
+    record, started, steps = tmp_path / "formal-1.json", [], []
+    results = [ended("time_limit", job_id=str(41 + i)) for i in range(3)]
+    newest = {1: (None, None), 2: (None, 2), 3: (2, 2), 4: (2, 2)}  # job 1 saves nothing, job 2 one, 3 and 4 none
+    results.append(ended("time_limit", job_id="44"))
+    end = run_chain(Chain(tmp_path / "jobs.json"), lambda plan: FakeJob(record, results[len(started)], started, plan),
+                    record, first_cause="start", first_note="", outputs=tmp_path,
+                    situation=lambda result, plan, jobs, before: situation(
+                        jobs=jobs, earlier_checkpoint=newest[jobs][0], checkpoint=newest[jobs][1], plan=plan),
+                    run=NO_COMMANDS, on_step=steps.append)
+    assert len(started) == 4 and end.stop.status == "environment" and "like the job before it" in end.stop.reason

@@ -7,9 +7,9 @@ cluster's doing, `follow_up` says what comes next, and no LLM is asked:
 ending        what follows
 ============  ====================================================================================================
 time_limit    the next job of the chain goes on from the last checkpoint with what is left (resume_from latest);
-              a job that saved no newer checkpoint than the one before stops the chain (it would only repeat
-              itself), and a template without resume support stops the run `environment` (it would start again
-              at update 0 for ever)
+              a second job in a row that saved no newer checkpoint than the one before it stops the run
+              `environment` (the next would only repeat it; one is let pass: a first job may pay for caches), and
+              so does a template without resume support (it would start again at update 0 for ever)
 preempted     the next job goes on from the checkpoint (a job the cluster requeues instead is followed through its
               rerun by training_job: a `requeued` restart of the same job id)
 node_fail     the next job goes on from the checkpoint with the failed node excluded (--exclude): the nodes of the
@@ -55,6 +55,7 @@ CHAIN_FILE = "jobs.json"  # in the formal attempt's folder
 CHAINED = ("time_limit", "preempted", "node_fail", "oom")  # endings the next job of the chain takes up
 CANCELLED = "cancelled"
 ENVIRONMENT = "environment"
+STALLED_JOBS = 2  # jobs in a row ended by their time limit without a newer checkpoint: the chain stops
 _DOWN = ("down", "drain", "drained", "draining", "fail", "failing", "not_responding", "unknown", "future")
 
 
@@ -172,6 +173,13 @@ class Situation:
     roles: ConfigRoles
     plan: Plan  # what the job that ended was given
     resume: str  # the command that goes on after a stop
+    stalled: int = 0  # jobs in a row, this one included, that their time limit ended without a newer checkpoint
+
+    @property
+    def progressed(self) -> bool:
+        """The job saved a newer checkpoint than the newest before it."""
+        return self.checkpoint is not None and (self.earlier_checkpoint is None
+                                                or self.checkpoint > self.earlier_checkpoint)
 
 
 def follow_up(result: JobResult, situation: Situation, run: Runner) -> Resubmit | Stop | None:
@@ -197,12 +205,12 @@ def follow_up(result: JobResult, situation: Situation, run: Runner) -> Resubmit 
                                      "partition with a longer MaxTime (--sbatch-option partition=...), train for "
                                      f"fewer updates (--formal-set), or give the config a resume field; then "
                                      f"`{s.resume}`")
-        if s.checkpoint is None or (s.earlier_checkpoint is not None and s.checkpoint <= s.earlier_checkpoint):
+        if s.stalled >= STALLED_JOBS:
             newest = f"update {s.checkpoint}" if s.checkpoint is not None else "none"
-            return Stop(ENVIRONMENT, f"{job} reached its time limit{at} without saving a newer checkpoint (the "
-                                     f"newest: {newest}), so a next job would only repeat it: save checkpoints more "
-                                     "often (the config's save interval) or give each job more time (--sbatch-option "
-                                     f"time=...); then `{s.resume}`")
+            return Stop(ENVIRONMENT, f"{job} reached its time limit{at}, and like the job before it saved no newer "
+                                     f"checkpoint (the newest: {newest}), so a next job would only repeat it: save "
+                                     "checkpoints more often (the config's save interval) or give each job more time "
+                                     f"(--sbatch-option time=...); then `{s.resume}`")
         return Resubmit(s.plan, f"{job} reached its time limit{at}; the next job {goes_on}")
     if result.failure_class == "preempted":
         return Resubmit(s.plan, f"{job} was preempted{at}; the next job {goes_on}")
@@ -307,14 +315,16 @@ def run_chain(chain: Chain, start: Callable[[Plan], Job], record: Path, *, first
     if not recorded and chain.running is None:
         last = chain.segments[-1] if chain.segments else None
         chain.begin(last.failure_class or last.status if last else first_cause, "" if last else first_note)
-    jobs = 0
+    jobs = stalled = 0
     while True:
         before = latest_update(outputs)
         plan = chain.plan
         result = start(plan).run()
         jobs += 1
         chain.ended(result)
-        step = follow_up(result, situation(result, plan, jobs, before), run)
+        now = situation(result, plan, jobs, before)
+        stalled = stalled + 1 if result.failure_class == "time_limit" and not now.progressed else 0
+        step = follow_up(result, replace(now, stalled=stalled), run)
         if step is None:
             return ChainEnd(result, None)
         record.unlink(missing_ok=True)  # taken up: a resume starts the next job, it never adopts this one again
