@@ -82,7 +82,8 @@ def report(rows: list[dict[str, Any]], threshold: float = GAIN_THRESHOLD) -> Non
         for mode in MODES:
             print(spread_line(mode, [(r["gains"][mode], r["seed"]) for r in runs]))
         passing = sum(r["gains"]["sampled"] >= threshold for r in runs)
-        print(f"sampled gain >= {threshold:g} (the learning test's threshold): {passing} of {len(runs)} seeds")
+        print(f"sampled gain >= {threshold:g} (the threshold of the learning test, which trains Cleanup): {passing} of "
+              f"{len(runs)} seeds")
         for mode in MODES:
             warm = runs[0]["scored"][mode][0]
             rates = [r["scored"][mode][1]["invalid_rate"] for r in runs]
