@@ -37,6 +37,7 @@ import pytest
 import slurm_cluster
 from conftest import ROOT, SOURCE_OF_TRUTH, reference_replies, write_transcript
 
+from orchestrator.training.checkpoints import latest_update
 from orchestrator.training.logformat import read_log
 from orchestrator.training.monitor import current_run
 from orchestrator.run.runs import formal_jobs
@@ -119,14 +120,18 @@ class Resumed:
             return {}
 
     def wait_for_update(self, update: int) -> str:
-        """The running job's id once train.logs holds `update` (0: once it was submitted; polled, bounded)."""
+        """The running job's id once train.logs holds `update` and its checkpoint is saved (0: once it was
+        submitted; polled, bounded): the log line comes before the checkpoint, and an ending acted on between the
+        two goes on from the update before."""
         deadline = time.monotonic() + WAIT_S
         while True:
             assert self.process.poll() is None, f"resume ended (rc {self.process.returncode}): {self.finish()[1]}"
             assert time.monotonic() < deadline, f"update {update} was not logged in time"
             log = self.run_dir / "formal-1" / "logs" / "train.logs"
             updates = [r.values["update"] for r in read_log(log) if r.kind == "train"] if log.is_file() else []
-            if self.record().get("status") == "running" and (update == 0 or updates and max(updates) >= update):
+            saved = latest_update(self.run_dir / "formal-1" / "outputs") or 0
+            if self.record().get("status") == "running" and (update == 0 or updates and max(updates) >= update
+                                                             and saved >= update):
                 return self.record()["slurm_job_id"]
             time.sleep(0.5)
 
