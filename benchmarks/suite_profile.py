@@ -3,16 +3,16 @@ accounted for, and the machine's busy CPU around it.
 
     python benchmarks/suite_profile.py                                # the whole suite (about 20 minutes here)
     python benchmarks/suite_profile.py -- tests/test_crash.py -n 1    # any pytest arguments after --
-    python benchmarks/suite_profile.py --keep runs/profile            # keep the records; --from runs/profile
-                                                                      # reports them again
+    python benchmarks/suite_profile.py --keep /tmp/profile            # keep the records, then
+    python benchmarks/suite_profile.py --from /tmp/profile            # report them again without running
 
 Prints:
 - the wall-clock seconds and the machine's busy CPU seconds over the run (/proc/stat: every process, SLURM's
   jobs, git and Chromium included; anything else running on the machine too), hence the shortest wall-clock time
   the same work could take on this machine's cores;
 - the CPU of the Python interpreters by kind (training processes, the probe, accelerate's launcher, the
-  orchestrator's commands, pytest's own processes: the tests run in them), with counts; an interpreter killed by SIGKILL is not
-  seen (SIGTERM, `os._exit` and a normal exit are);
+  orchestrator's commands, pytest's own processes: the tests run in them), with counts; an interpreter killed
+  by SIGKILL is not seen (SIGTERM, `os._exit` and a normal exit are);
 - what one fresh interpreter pays to import what each kind imports (torch, transformers' model code,
   accelerate; median of 3 here), and so the share of the suite's CPU that is these imports;
 - the tests that cost the most, their subprocesses included.
@@ -116,7 +116,7 @@ def kind_of(record: dict, workers: set[int]) -> str:
     if record["pid"] in workers:
         return "pytest (controller, workers)"
     argv = record["argv"] or [""]
-    program = argv[0].replace("\\", "/")
+    program = argv[0]
     if Path(program).name in ("train.py", "harness.py"):
         return "training"
     if program.endswith("rules/probe/__main__.py"):
