@@ -36,7 +36,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
 
 SITECUSTOMIZE = '''
 import atexit, json, os, resource, signal, sys, time
@@ -142,10 +141,10 @@ def child_cpu(code: str, cwd: Path | None = None, repeats: int = 3) -> float:
 
 def import_costs() -> dict[str, float]:
     """CPU seconds a fresh interpreter of each kind spends importing, measured on the Cleanup reference set."""
-    from conftest import copy_generated_set
+    from learning_bench import generated_folder
 
     with tempfile.TemporaryDirectory() as tmp:
-        folder = copy_generated_set(Path(tmp) / "generated")
+        folder = generated_folder("cleanup", Path(tmp) / "generated")
         return {
             "training": child_cpu("import torch, accelerate; from transformers.models.qwen3 import modeling_qwen3"),
             "probe": child_cpu("import train", cwd=folder),
@@ -154,9 +153,8 @@ def import_costs() -> dict[str, float]:
         }
 
 
-def profiled_run(pytest_args: list[str], folder: Path) -> dict:
-    """Run pytest with the accounting; the records land in `folder`; the run's own figures are returned and kept
-    there (run.json)."""
+def profiled_run(pytest_args: list[str], folder: Path) -> None:
+    """Run pytest with the accounting; the records and the run's own figures (run.json) land in `folder`."""
     (folder / "sitecustomize.py").write_text(SITECUSTOMIZE)
     (folder / "_suite_profile_plugin.py").write_text(PLUGIN)
     env = {**os.environ, "SUITE_PROFILE_OUT": str(folder / "interpreters.jsonl"),
@@ -169,7 +167,6 @@ def profiled_run(pytest_args: list[str], folder: Path) -> dict:
     run = {"wall": time.monotonic() - started, "busy": busy_cpu_s() - busy, "cores": os.cpu_count() or 1,
            "pytest": f"{summary[-1] if summary else done.stdout[-500:]} (exit {done.returncode})"}
     (folder / "run.json").write_text(json.dumps(run))
-    return run
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -187,8 +184,9 @@ def report(folder: Path, top: int) -> None:
     workers = {row["worker_pid"] for row in rows if "worker_pid" in row}
     per_kind: dict[str, list] = {kind: [0, 0.0] for kind in KINDS}
     for record in records:
-        per_kind[kind_of(record, workers)][0] += 1
-        per_kind[kind_of(record, workers)][1] += record["cpu"]
+        tally = per_kind[kind_of(record, workers)]
+        tally[0] += 1
+        tally[1] += record["cpu"]
     costs = import_costs()
     print(f"\nPython interpreters seen: {len(records)}, {sum(r['cpu'] for r in records):,.0f} CPU-s")
     print(f"{'kind':<30} {'count':>6} {'CPU-s':>8} {'each':>6} {'import each':>12} {'imports CPU-s':>14}")
