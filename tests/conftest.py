@@ -126,6 +126,16 @@ def example_generated(tmp_path: Path, name: str) -> tuple[Path, Path]:
     return folder, ex.source_of_truth
 
 
+def scripted_spread(module: str) -> str:
+    """Lines for a script that imported a template as `module`: the returns its `group_advantages` normalises get 0,
+    1, 2, ... added down each group (G, A), so the advantages, the loss's gradient and the parameters' change are
+    never zero, whatever tokens this CPU samples; two runs of one script get the same spread."""
+    return (f"import torch\n"
+            f"_group_advantages = {module}.group_advantages\n"
+            f"{module}.group_advantages = lambda returns, *a, **k: _group_advantages(\n"
+            f"    returns + torch.arange(returns.shape[0], dtype=returns.dtype).unsqueeze(-1), *a, **k)\n")
+
+
 def edit_file(folder: Path, name: str, change) -> None:
     """Apply `change` (text -> text) to folder/name; a mutant that changes nothing is a broken test."""
     path = folder / name

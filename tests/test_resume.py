@@ -5,8 +5,10 @@ the next update number.
 Both runs happen in one interpreter per example (the imports are paid once): the uninterrupted one saves a
 checkpoint every update; the resumed one starts in a second folder that holds what a job killed during update 2
 leaves (checkpoint-1, and train.logs up to update 1), with `--resume_from latest`, as a job resubmitted after a time
-limit does. On the tiny agent, so the groups' returns differ, the gradients are not zero and the parameters move:
-the comparison can fail."""
+limit does. The comparison can fail only if the parameters move, so every update has a gradient by construction:
+the returns handed to the template's own `group_advantages` carry a scripted spread (0, 1, 2, ... down the group),
+the same in both runs, so the advantages are never all zero whatever tokens this CPU samples. A resume that lost
+the generator state, the optimiser's moments or the schedule's step still samples, scores or steps differently."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, example_generated
+from conftest import ROOT, example_generated, scripted_spread
 
 from orchestrator.training.logformat import read_log
 from orchestrator.training.monitor import current_run
@@ -56,7 +58,7 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from orchestrator.training.logformat import parse_log
 import train
-args_a, args_b, run_a, run_b = json.loads(sys.argv[2]), json.loads(sys.argv[3]), Path(sys.argv[4]), Path(sys.argv[5])
+""" + scripted_spread("train") + """args_a, args_b, run_a, run_b = json.loads(sys.argv[2]), json.loads(sys.argv[3]), Path(sys.argv[4]), Path(sys.argv[5])
 sys.argv = sys.argv[:1]
 sys.argv[1:] = args_a
 train.main()

@@ -9,7 +9,8 @@ group, on the tiny agent, submitted and watched by the orchestrator (make_job, s
 - A serious anomaly cancels the job; nothing of it is left on either node.
 
 The job's train.py runs the reference train.py (as grpo_train.py) and writes, per rank, its host, its parameters'
-checksums before and after training, and the samples and statistics of its first update.
+checksums before and after training, and the samples and statistics of its first update; the returns it hands
+to the group advantages carry a scripted spread, so training changes the parameters on any CPU.
 Skipped without root, slurm-wlm, munge or iproute2 (tests/slurm_cluster.py)."""
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import slurm_cluster
-from conftest import ROOT, example_generated
+from conftest import ROOT, example_generated, scripted_spread
 
 from orchestrator.training.monitor import MonitorConfig, Progress
 from orchestrator.tiny.agent import local_tiny_agent
@@ -53,6 +54,7 @@ from pathlib import Path
 
 import grpo_train as T
 
+''' + scripted_spread("T") + '''
 seen = {}
 build_trainer, train_on_rollout = T.build_trainer, T.Trainer.train_on_rollout
 
