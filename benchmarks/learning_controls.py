@@ -1,4 +1,4 @@
-"""The learning test's controls: runs that must not learn, scored by the test's statistic.
+"""The learning test's controls: runs that must not learn, scored by the test's statistic (sampled + greedy gain).
 
     python benchmarks/learning_controls.py [--seeds 100 101 102 103] [--controls lr0 one_update coin negated noise]
                                            [--results benchmarks/results/learning-controls.jsonl] [--report]
@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from learning_bench import generated_folder  # noqa: E402
-from learning_run import GAIN_THRESHOLD, RECIPES, final_model, measure, score  # noqa: E402
+from held_out import MODES  # noqa: E402
+from learning_run import LEARNING_THRESHOLD, RECIPES, SeedResult, final_model, learning_statistic, measure, score  # noqa: E402
 
 from orchestrator.tiny.agent import local_tiny_agent  # noqa: E402
 
@@ -76,35 +77,42 @@ def noisy_model(warm: str, trained: Path, dest: Path, seed: int) -> Path:
     return dest
 
 
+def gains(result: SeedResult) -> dict[str, Any]:
+    """A control's row: its gain in each mode and the trained model's invalid rates."""
+    return {"gains": {mode: result.gain_of(mode) for mode in MODES},
+            "invalid": {mode: result.scored[mode][1]["invalid_rate"] for mode in MODES}}
+
+
 def run_control(control: str, folder: Path, model: str, seed: int, work: Path) -> dict[str, Any]:
     if control in CHANGED_RETURNS:
-        result = measure(GAME, with_returns(folder, control, work / f"set-{control}-{seed}"), model, seed,
-                         work / control)
-        return {"gain": result.gain, "invalid": result.scored["sampled"][1]["invalid_rate"]}
+        return gains(measure(GAME, with_returns(folder, control, work / f"set-{control}-{seed}"), model, seed,
+                             work / control, modes=MODES))
     if control in ("lr0", "one_update"):
-        result = measure(GAME, folder, model, seed, work / control,
-                         **({"lr": 0.0} if control == "lr0" else {"updates": 1}))
-        return {"gain": result.gain, "invalid": result.scored["sampled"][1]["invalid_rate"]}
-    real = measure(GAME, folder, model, seed, work / "real")
+        return gains(measure(GAME, folder, model, seed, work / control, modes=MODES,
+                             **({"lr": 0.0} if control == "lr0" else {"updates": 1})))
+    real = measure(GAME, folder, model, seed, work / "real", modes=MODES)
     noisy = noisy_model(model, final_model(work / "real" / f"{GAME}-seed{seed}"), work / f"noise-{seed}", seed)
-    warm, moved = score(GAME, folder, [model, str(noisy)], RECIPES[GAME])["sampled"]
-    return {"gain": moved["reward"] - warm["reward"], "invalid": moved["invalid_rate"], "real_gain": real.gain}
+    scored = score(GAME, folder, [model, str(noisy)], RECIPES[GAME], MODES)
+    moved = SeedResult(GAME, seed, real.train, {mode: tuple(found) for mode, found in scored.items()}, real.cpu_s)
+    return {**gains(moved), "real_gains": {mode: real.gain_of(mode) for mode in MODES}}
 
 
-def report(rows: list[dict[str, Any]], threshold: float = GAIN_THRESHOLD) -> None:
-    print(f"\n{GAME}: the test's statistic (sampled held-out reward, trained minus warm start) under each control; "
-          f"the test's threshold {threshold:g}")
-    print("| control | seeds | per seed | highest |")
-    print("|---|---|---|---|")
+def report(rows: list[dict[str, Any]], threshold: float = LEARNING_THRESHOLD) -> None:
+    print(f"\n{GAME}: the test's statistic (held-out reward, trained minus warm start, sampled + greedy) under each "
+          f"control; the test's threshold {threshold:g}")
+    print("| control | seeds | sampled | greedy | sampled + greedy | highest |")
+    print("|---|---|---|---|---|---|")
     for control in CONTROLS:
-        runs = sorted((r for r in rows if r["control"] == control), key=lambda r: r["seed"])
+        runs = sorted((r for r in rows if r["control"] == control and "gains" in r), key=lambda r: r["seed"])
         if runs:
-            shown = ", ".join(f"{r['gain']:+.3f}" for r in runs)
-            print(f"| {control} | {' '.join(str(r['seed']) for r in runs)} | {shown} | "
-                  f"{max(r['gain'] for r in runs):+.3f} |")
-    real = [r for r in rows if "real_gain" in r]
+            sums = [learning_statistic(r["gains"]) for r in runs]
+            print(f"| {control} | {' '.join(str(r['seed']) for r in runs)} | "
+                  + " | ".join(", ".join(f"{r['gains'][mode]:+.3f}" for r in runs) for mode in MODES)
+                  + f" | {', '.join(f'{s:+.3f}' for s in sums)} | {max(sums):+.3f} |")
+    real = [r for r in rows if "real_gains" in r]
     if real:
-        print("the real runs the noise came from: " + ", ".join(f"{r['real_gain']:+.3f}" for r in real))
+        print("the real runs the noise came from: " + ", ".join(f"{learning_statistic(r['real_gains']):+.3f}"
+                                                                  for r in real))
 
 
 def main() -> None:
@@ -130,7 +138,8 @@ def main() -> None:
                     rows.append(row)
                     with args.results.open("a") as out:
                         out.write(json.dumps(row) + "\n")
-                    print(f"{control} seed {seed}: {row['gain']:+.3f}", flush=True)
+                    print(f"{control} seed {seed}: " + ", ".join(f"{m} {g:+.3f}" for m, g in row["gains"].items())
+                          + f", sampled + greedy {learning_statistic(row['gains']):+.3f}", flush=True)
     report([r for r in rows if r["control"] in args.controls and r["seed"] in args.seeds])
 
 
