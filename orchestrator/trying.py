@@ -46,10 +46,10 @@ def seed_values(first: int, count: int) -> tuple[int, ...]:
 
 def finished_formal(project_root: Path, parent: str) -> Path:
     """The parent's last formal attempt's folder, when it finished; SetupError otherwise."""
-    state = read_state(project_root / "runs" / parent) or {}
-    formal = [a for a in state.get("attempts") or [] if a.get("node") == "formal_train"]
     folder = formal_folder(project_root, parent)
-    if not formal or folder is None or not str(formal[-1].get("outcome", "")).startswith("finished"):
+    if folder is None:
+        state = read_state(project_root / "runs" / parent) or {}
+        formal = [a for a in state.get("attempts") or [] if a.get("node") == "formal_train"]
         reached = f"its last formal run ended {formal[-1]['outcome']}" if formal else "it never reached formal_train"
         raise SetupError(f"run {parent} cannot be a parent ({reached}; status {state.get('status', '?')}): try an "
                          f"idea of a run whose formal run finished")

@@ -7,11 +7,14 @@ seeds) are "within noise" at the stated rate, and a real difference is called on
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from orchestrator.ideas.arms import seed_run
 from orchestrator.ideas.verdict import (LEVEL, RESAMPLES, VERDICT_METRICS, Arm, Comparison, SeedRun, compare,
                                         interval, window_of)
 
@@ -104,3 +107,66 @@ def test_what_cannot_be_compared_says_why():
     result = compare(parent, stopped)
     assert result.excluded == ["c seed 1: stopped (nan_loss)"] and result.metrics[0].verdict == "not logged"
     assert Comparison.from_dict(result.to_dict()) == result
+
+
+# ---------------------------------------------------------------- the tiny agent: GRPO against learning rate 0
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+TRAIN_KEYS = ("reward_mean", "invalid_action_rate", "completion_mean_length", "kl")
+
+
+def recorded(name: str) -> dict[int, dict[str, list[float]]]:
+    """seed -> the train.logs series of a recorded Cleanup run (benchmarks/results/NAME)."""
+    rows = [json.loads(line) for line in (RESULTS / name).read_text().splitlines() if line.strip()]
+    return {r["seed"]: r["train"] for r in rows if r["game"] == "cleanup"}
+
+
+def logged_arm(folder: Path, run_id: str, runs: dict[int, dict[str, list[float]]]) -> Arm:
+    """Each recorded run written as the Cleanup template logs it (`TIME train key=value ...`), then read back as
+    the verdict reads any run: by the monitor's reading of its train.logs (orchestrator.ideas.arms.seed_run)."""
+    seed_runs = []
+    for seed, train in sorted(runs.items()):
+        path = folder / run_id / f"seed-{seed}"
+        path.mkdir(parents=True)
+        lines = [f"2026-11-28T00:00:00 start updates={len(train['reward_mean'])}"]
+        lines += [f"2026-11-28T00:00:{u:02d} train update={u} " + " ".join(f"{key}={train[key][u - 1]:.6g}"
+                                                                          for key in TRAIN_KEYS)
+                  for u in range(1, len(train["reward_mean"]) + 1)]
+        (path / "train.logs").write_text("\n".join(lines) + "\n")
+        seed_runs.append(seed_run(seed, path, {}))
+    return Arm(run_id, tuple(seed_runs))
+
+
+def test_an_arm_at_learning_rate_0_is_worse_in_reward_than_the_learning_arm_on_the_tiny_agent(tmp_path: Path):
+    """The learning benchmark's setting (benchmarks/learning_run.py, RECIPES["cleanup"]: 8 GRPO updates of the tiny
+    agent on Cleanup, lr 3e-4): the learning arm is the sweep's 20 recorded runs (seeds 100-119,
+    benchmarks/results/learning-sweep.jsonl), the lr-0 arm the same recipe at learning rate 0 on the same seeds
+    (benchmarks/results/verdict-lr0.jsonl, recorded by benchmarks/verdict_arms.py). Recorded, not trained here: one
+    training per arm and seed, none at test time, so the verdict is the same on every CPU; what it tests is the
+    verdict on real curves of the tiny agent, read back through train.logs as the monitor reads them.
+
+    How many seeds: the final window's reward differs by about 0.6 per seed between the arms, with a spread of
+    about 0.45 over seeds (the learning runs' speeds and the boards' sampling noise), about 1.3 spreads. At 3 seeds
+    that is "within noise" more often than not (t must pass 4.30 at 2 degrees of freedom: the recorded first 3
+    seeds give t = 2.4); at 20 it is t = 6 against 2.09. A fresh recording of 20 seeds on another CPU draws a new
+    t: by the recorded spread, it stays above 2.09 unless the seeds' mean difference falls below a third of its
+    recorded value, which Student's t puts at about 1 in 10,000 (benchmarks/README.md, "The verdict's seeds").
+    """
+    learning, lr0 = recorded("learning-sweep.jsonl"), recorded("verdict-lr0.jsonl")
+    assert sorted(learning) == sorted(lr0) == list(range(100, 120))
+    result = compare(logged_arm(tmp_path, "learning", learning), logged_arm(tmp_path, "lr0", lr0))
+    verdicts = {m.metric: m for m in result.metrics}
+    assert verdicts["reward"].verdict == "worse", verdicts["reward"].line
+    assert verdicts["reward"].paired and verdicts["reward"].seeds == (20, 20) and verdicts["reward"].window == (7, 8)
+    assert verdicts["kl"].verdict == "lower"  # at learning rate 0 the policy is its reference: KL 0 at every update
+
+
+def test_two_arms_of_the_learning_run_on_other_seeds_are_within_noise_on_every_metric(tmp_path: Path):
+    """Same code, different seeds: the sweep's learning runs of seeds 100-109 against those of 110-119 (real runs of
+    the tiny agent, recorded; the split fixed by the seeds' order)."""
+    learning = recorded("learning-sweep.jsonl")
+    first = logged_arm(tmp_path, "first", {s: t for s, t in learning.items() if s < 110})
+    second = logged_arm(tmp_path, "second", {s: t for s, t in learning.items() if s >= 110})
+    result = compare(first, second)
+    assert [m.verdict for m in result.metrics] == ["within noise"] * 4, [m.line for m in result.metrics]
+    assert all(not m.paired and m.seeds == (10, 10) for m in result.metrics)

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from orchestrator.base.files import from_disk, write_atomic
+from orchestrator.base.files import from_disk, read_json, write_atomic
 from orchestrator.ideas.lineage import Lineage, family
 from orchestrator.ideas.verdict import Arm, SeedRun
 from orchestrator.run.runs import read_state
@@ -27,7 +27,7 @@ from orchestrator.training.plots import log_series
 ARMS_DIR = "arms"
 PARENT, CHILD = "parent", "child"
 RESULT_FILE = "result.json"
-LOG_NAME = "train.logs"
+LOG_NAME = "train.logs"  # orchestrator.checks.LOG_NAME, not imported: status and history stay light
 FINISHED = "finished"
 
 
@@ -40,11 +40,7 @@ def write_result(folder: Path, seed: int, status: str, **details: Any) -> None:
 
 
 def read_result(folder: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((folder / RESULT_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return read_json(folder / RESULT_FILE)
 
 
 def seed_run(seed: int, folder: Path, log_format: Mapping[str, Any] | None, status: str = FINISHED) -> SeedRun:
@@ -57,10 +53,11 @@ def _state(project_root: Path, run_id: str) -> dict[str, Any]:
 
 
 def formal_folder(project_root: Path, run_id: str) -> Path | None:
-    """The run's last finished formal attempt's folder (its logs at the top); None before one finished."""
+    """The run's last formal attempt's folder (its logs at the top) when that attempt finished; else None."""
     state = _state(project_root, run_id)
+    formal = [a for a in state.get("attempts") or [] if a.get("node") == "formal_train"]
     folder = state.get("formal_log_dir") or ""
-    if not folder or state.get("status") not in ("done", "running"):
+    if not folder or not formal or not str(formal[-1].get("outcome", "")).startswith(FINISHED):
         return None
     path = Path(from_disk(folder, Path(project_root).resolve()))
     return path if (path / LOG_NAME).is_file() else None
@@ -68,10 +65,7 @@ def formal_folder(project_root: Path, run_id: str) -> Path | None:
 
 def planned_seed(folder: Path) -> int | None:
     """The seed a formal attempt trained with, from its manifest (None when the config has no seed role)."""
-    try:
-        seed = json.loads((folder / "manifest.json").read_text()).get("seeds", {}).get("random_seed")
-    except (OSError, ValueError, AttributeError):
-        return None
+    seed = ((read_json(folder / "manifest.json") or {}).get("seeds") or {}).get("random_seed")
     return int(seed) if isinstance(seed, (int, float)) and not isinstance(seed, bool) else None
 
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.base.files import from_disk, project_root_of, to_disk, write_atomic
+from orchestrator.base.files import from_disk, project_root_of, read_json, to_disk, write_atomic
 from orchestrator.ideas.catalog import Idea
 
 LINEAGE_FILE = "idea.json"
@@ -47,11 +47,7 @@ class Lineage:
 
 
 def read_comparison(run_dir: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((run_dir / COMPARISON_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return read_json(run_dir / COMPARISON_FILE)
 
 
 def family(project_root: Path) -> dict[str, Lineage]:

@@ -54,12 +54,12 @@ VERDICT_METRICS = (
 )
 
 STATISTIC = (f"per seed, the mean over the final window (the last {WINDOW_FRACTION:.0%} of the updates, at least "
-             f"one); the difference of the arms' means over seeds (child minus parent), with a {LEVEL:.0%} interval: "
-             f"the difference +- Student's t quantile x the bootstrap standard error ({RESAMPLES:,} resamples of the "
-             f"seeds, in pairs when both arms ran the same seeds, corrected by K/(K-1); K-1 degrees of freedom, the "
-             f"smaller arm's when unpaired). 'better' or 'worse' only when the interval excludes 0 (a lower "
-             f"invalid-action rate is better; KL and lengths have no better side: 'higher' or 'lower'); otherwise "
-             f"'within noise'")
+             f"one); the difference of the arms' means over seeds (child minus parent, or run minus baseline), with a "
+             f"{LEVEL:.0%} interval: the difference +- Student's t quantile x the bootstrap standard error "
+             f"({RESAMPLES:,} resamples of the seeds, in pairs when both arms ran the same seeds, corrected by "
+             f"K/(K-1); K-1 degrees of freedom, the smaller arm's when unpaired). 'better' or 'worse' only when the "
+             f"interval excludes 0 (a lower invalid-action rate is better; KL and lengths have no better side: "
+             f"'higher' or 'lower'); otherwise 'within noise'")
 
 
 @dataclass(frozen=True)
@@ -96,13 +96,14 @@ class MetricVerdict:
 
     @property
     def line(self) -> str:
-        """One line: `reward: better: +0.42 (95% interval +0.10 to +0.74), 3 paired seeds, updates 7-8`."""
+        """One line: `reward: better: +0.42 (95% interval +0.10 to +0.74), 3 paired seeds, updates 7-8`: the
+        difference is the second arm's (the child's) mean minus the first's (the parent's)."""
         if self.difference is None:
             return f"{self.label}: {self.verdict}"
         interval = (f" ({LEVEL:.0%} interval {self.low:+.4g} to {self.high:+.4g})" if self.low is not None else "")
         seeds = f"{self.seeds[0]} paired seeds" if self.paired else f"{self.seeds[0]} vs {self.seeds[1]} seeds"
         window = f", updates {self.window[0]}-{self.window[1]}" if self.window else ""
-        return f"{self.label}: {self.verdict}: child - parent {self.difference:+.4g}{interval}, {seeds}{window}"
+        return f"{self.label}: {self.verdict}: {self.difference:+.4g}{interval}, {seeds}{window}"
 
 
 @dataclass(frozen=True)
