@@ -8,8 +8,8 @@ first guess from the config's field names is recorded as the answer); `log_forma
 log-format answer (otherwise none is recorded: the first guess reads the log); `future_improvements.md`,
 the recorded review (otherwise a review about GRPO itself, in no game's words); `idea_edits.md`, the recorded
 answers of `apply_idea` for ideas of that review, one `## title` section each (the title of the idea, the answer's
-SEARCH/REPLACE edits), which a child of the demo run replays (`python -m orchestrator try RUN N`,
-orchestrator.trying).
+SEARCH/REPLACE edits), kept beside the transcript's replies for a child of the demo run to replay (`python -m
+orchestrator try RUN N`, orchestrator.trying).
 
 The transcript is assembled from the example's files (Step 3's answer: the CUSTOMIZE sections of the
 reference `train.py`, as the template's markers delimit them) with two real faults put into the recorded
@@ -39,7 +39,7 @@ from orchestrator.nodes.idea import NODE as APPLY_IDEA
 from orchestrator.nodes.review import IDEAS_FILE
 from orchestrator.sources.roles import ConfigRoles, corrections, parses_command_line, suggest_roles, validate_roles
 from orchestrator.runner import RunOutcome, check_project_root, check_source_of_truth, start_run
-from orchestrator.trying import IDEA_KEY
+from orchestrator.trying import IDEA_KEY, IDEAS_KEY
 from orchestrator.run.runs import SetupError
 from orchestrator.sources.template import holes, read_sections
 from orchestrator.tiny.agent import TINY_AGENT
@@ -191,9 +191,8 @@ def transcript(ex: Example) -> dict:
         reply("review", f"FILE: future_improvements.md\n````\n{ex.recorded(IDEAS_FILE, GENERIC_IDEAS)}````\n", 7400, 640),
         *([reply("log_format", f"```json\n{log_format}```", 2100, 160)]
           if (log_format := ex.recorded(LOG_FORMAT_FILE)) else []),
-        *[{**reply(APPLY_IDEA, idea.text + "\n", 31000, 240), IDEA_KEY: idea.title}
-          for idea in read_ideas(ex.recorded(IDEA_EDITS_FILE))],
-    ]}
+    ], IDEAS_KEY: [{**reply(APPLY_IDEA, idea.text + "\n", 31000, 240), IDEA_KEY: idea.title}
+                   for idea in read_ideas(ex.recorded(IDEA_EDITS_FILE))]}
 
 
 def checked_transcript(ex: Example) -> dict:

@@ -36,7 +36,8 @@ from orchestrator.training.formal import FormalSpec
 DEFAULT_SEEDS = 3
 SEED_STEP = 10_007  # the seeds after the parent's: s, s + 10007, s + 2 x 10007, ... (a template that seeds its
 # games from the seed and the update shares no game between arms' seeds for 10,007 updates)
-IDEA_KEY = "idea"  # a recorded answer's key in a replay transcript: the title of the idea it implements
+IDEAS_KEY = "ideas"  # a replay transcript's recorded answers for its run's ideas, beside its replies (the demo's)
+IDEA_KEY = "idea"  # such an answer's key: the title of the idea it implements
 CHILD_TAGS = ("review",)  # what a child asks besides its idea's edits, played back from the parent's transcript
 
 
@@ -77,14 +78,15 @@ def child_transcript(parent_llm: str, project_root: Path, idea: Idea) -> dict[st
     if kind != "replay":
         return None
     try:
-        replies = json.loads(Path(path).read_text())["replies"]
+        data = json.loads(Path(path).read_text())
+        replies, answers = list(data["replies"]), list(data.get(IDEAS_KEY) or [])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SetupError(f"the parent's transcript {path} cannot be read ({exc}); give a backend with --llm") from exc
-    recorded = [r for r in replies if _same(str(r.get(IDEA_KEY, "")), idea.title)]
+    recorded = [r for r in answers if _same(str(r.get(IDEA_KEY, "")), idea.title)]
     if not recorded:
         raise SetupError(f"the parent replays {path}, which records no answer for {idea.label}; give a live backend "
                          f"with --llm (e.g. --llm anthropic)")
-    return {"replies": recorded + [r for r in replies if r.get("tag") in CHILD_TAGS and IDEA_KEY not in r]}
+    return {"replies": recorded + [r for r in replies if r.get("tag") in CHILD_TAGS]}
 
 
 def child_id(project_root: Path, parent: str, idea: Idea) -> str:

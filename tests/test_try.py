@@ -23,7 +23,7 @@ from orchestrator.demo import run_demo
 from orchestrator.graph import after_formal_train, after_generation
 from orchestrator.ideas.arms import child_arms, read_result, seed_folder
 from orchestrator.ideas.lineage import COMPARISON_FILE, Lineage
-from orchestrator.page.compare import page_name
+from orchestrator.page.compare import page_name, verdicts
 from orchestrator.run.runs import RunSettings, read_state, write_state
 from orchestrator.run.state import Limits
 from orchestrator.trying import SEED_STEP, try_idea
@@ -123,6 +123,11 @@ def test_status_history_and_the_run_page_show_the_tree_of_runs(tried, capsys, mo
     assert f"are run {parent.run_id}'s" in out and "apply_idea" in out and "generate_train" not in out
     code, out = command(["compare", parent.run_id, child.run_id, "--project-root", str(root)], capsys, monkeypatch)
     assert code == 0 and f"{child.run_id} against {parent.run_id}:" in out and "reward: " in out
+    # the other way round: the parent's arm is the one its child trained, so the same seeds pair up
+    forward = {m.metric: m for m in verdicts(root, parent.run_id, child.run_id).metrics}
+    backward = {m.metric: m for m in verdicts(root, child.run_id, parent.run_id).metrics}
+    assert all(backward[k].paired and backward[k].difference == pytest.approx(-forward[k].difference)
+               for k in forward)
     page = (root / "runs" / child.run_id / "report.html").read_text()
     assert 'id="tree"' in page and page_name([parent.run_id, child.run_id]) in page
 

@@ -300,9 +300,8 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
         ctx.log.record(Event(ctx.run_id, "formal_train", "restart_point", "a fix restarts from the last sound "
                              "checkpoint, not from update 0", first_note))
         ctx.on_event(f"formal_train: {first_note}")
-    end = follow_jobs(ctx, machine, chain, folder, code, JobSpec(config, delivered, args, roles, log_format, record,
-                                                                 resumable), first_cause=first_cause,
-                      first_note=first_note)
+    job = JobSpec(config, delivered, args, roles, log_format, record, resumable)
+    end = follow_jobs(ctx, machine, chain, folder, code, job, first_cause=first_cause, first_note=first_note)
     result = end.result
     for name, text in (("job.stdout", result.stdout_tail), ("job.stderr", result.stderr_tail)):
         (folder / name).write_text(text)
