@@ -1,7 +1,7 @@
 """The verdict between two arms over seeds (orchestrator.ideas.verdict), on constructed arms.
 
-Constructed from numpy's PCG64 generator with fixed seeds, so every value and verdict here is the same on every
-machine. What is asserted is the statistic's honesty: two arms drawn from one distribution (same code, different
+Constructed from numpy's PCG64 generator with fixed seeds (benchmarks/verdict_calibration.py draws them), so every
+value and verdict here is the same on every machine; the tiny agent's arms are recorded runs (below). What is asserted is the statistic's honesty: two arms drawn from one distribution (same code, different
 seeds) are "within noise" at the stated rate, and a real difference is called on the metric's own side.
 """
 
@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from orchestrator.ideas.arms import seed_run
-from orchestrator.ideas.verdict import (LEVEL, RESAMPLES, VERDICT_METRICS, Arm, Comparison, SeedRun, compare,
-                                        interval, window_of)
+from orchestrator.ideas.verdict import LEVEL, VERDICT_METRICS, Arm, Comparison, SeedRun, compare, window_of
 
-UPDATES = 8
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from verdict_calibration import UPDATES, drawn, false_calls  # noqa: E402
+
 DRAWS = 2000  # same-distribution pairs of arms per case: the false-call rate is measured to +-0.005 (one s.e.)
 
 
@@ -28,38 +30,15 @@ def arm(run_id: str, seeds: list[int], values: dict[str, list[list[float]]]) -> 
                              for k, seed in enumerate(seeds)))
 
 
-def drawn(rng: np.random.Generator, seeds: int, shift: float = 0.0) -> list[list[float]]:
-    """Per seed, UPDATES rewards: a seed's own level (its boards, its learning) plus per-update noise."""
-    return [list(rng.normal(shift + rng.normal(0, 1), 0.5, UPDATES)) for _ in range(seeds)]
-
-
-def percentile_interval(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
-    """The plain percentile bootstrap over paired seeds: what the verdict does not use, and why."""
-    d = b - a
-    means = d[rng.integers(0, len(d), (RESAMPLES, len(d)))].mean(axis=1)
-    return float(np.quantile(means, (1 - LEVEL) / 2)), float(np.quantile(means, (1 + LEVEL) / 2))
-
-
 @pytest.mark.parametrize("paired", [True, False])
 def test_arms_of_the_same_code_on_other_seeds_are_within_noise_at_the_stated_rate(paired: bool):
-    rng = np.random.default_rng(20261128)
-    calls = 0
-    for _ in range(DRAWS):
-        a, b = np.array([np.mean(s[-2:]) for s in drawn(rng, 3)]), np.array([np.mean(s[-2:]) for s in drawn(rng, 3)])
-        _, low, high = interval(a, b, paired)
-        calls += not low <= 0 <= high
     # the stated level is 95%: a false call 1 time in 20 (+- 0.005); the bound leaves 3 standard errors
-    assert calls / DRAWS <= (1 - LEVEL) + 3 * math.sqrt(0.05 * 0.95 / DRAWS)
+    assert false_calls(DRAWS, 3, paired=paired) <= (1 - LEVEL) + 3 * math.sqrt(0.05 * 0.95 / DRAWS)
 
 
 def test_the_percentile_bootstrap_would_call_seed_noise_a_difference_one_time_in_four():
-    rng = np.random.default_rng(20261128)
-    calls = 0
-    for _ in range(DRAWS):
-        a, b = np.array([np.mean(s[-2:]) for s in drawn(rng, 3)]), np.array([np.mean(s[-2:]) for s in drawn(rng, 3)])
-        low, high = percentile_interval(a, b, rng)
-        calls += not low <= 0 <= high
-    assert calls / DRAWS > 0.15  # 3 seeds: its interval is the seeds' range, so any 3 same-signed differences count
+    # 3 seeds: its interval is the seeds' range, so any 3 same-signed paired differences are called
+    assert false_calls(DRAWS, 3, percentile=True) > 0.15
 
 
 def test_one_constructed_pair_of_same_code_arms_is_within_noise_on_every_metric():
