@@ -179,3 +179,14 @@ def test_a_child_run_applies_its_idea_after_the_generation_and_trains_its_seeds_
     assert after_generation({"idea": idea, "status": "budget"}) == "finish"
     assert after_formal_train({}) == "review" and after_formal_train({"idea": idea}) == "seed_runs"
     assert after_formal_train({"idea": idea, "evidence": {"check": "formal_train"}}) == "fix"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["early"], "compare needs two runs or more"),
+    (["early", "missing"], "no run 'missing'"),
+])
+def test_compare_refuses_what_it_cannot_compare_in_one_line(tmp_path: Path, capsys, monkeypatch, argv, message):
+    fake_run(tmp_path, "early", [])
+    code, out = command(["compare", *argv, "--project-root", str(tmp_path)], capsys, monkeypatch)
+    assert code == 2 and len(out.strip().splitlines()) == 1 and message in out, out
+    assert not list((tmp_path / "runs").glob("compare-*"))
