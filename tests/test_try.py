@@ -58,7 +58,7 @@ def test_the_child_ends_done_with_both_arms_on_three_seeds(tried):
     lineage = Lineage.load(root / "runs" / child.run_id)
     first = json.loads((root / "runs" / parent.run_id / "formal-1" / "manifest.json").read_text())["seeds"]
     assert lineage.parent == parent.run_id and lineage.idea.number == 2
-    assert lineage.seeds == (first["random_seed"], first["random_seed"] + SEED_STEP, first["random_seed"] + 2 * SEED_STEP)
+    assert lineage.seeds == tuple(first["random_seed"] + k * SEED_STEP for k in range(3))
     for arm in ("parent", "child"):
         for seed in lineage.seeds[1:]:
             assert read_result(seed_folder(root / "runs" / child.run_id, arm, seed))["status"] == "finished"

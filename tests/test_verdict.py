@@ -1,8 +1,9 @@
 """The verdict between two arms over seeds (orchestrator.ideas.verdict), on constructed arms.
 
 Constructed from numpy's PCG64 generator with fixed seeds (benchmarks/verdict_calibration.py draws them), so every
-value and verdict here is the same on every machine; the tiny agent's arms are recorded runs (below). What is asserted is the statistic's honesty: two arms drawn from one distribution (same code, different
-seeds) are "within noise" at the stated rate, and a real difference is called on the metric's own side.
+value and verdict here is the same on every machine; the tiny agent's arms are recorded runs (below). What is
+asserted is the statistic's honesty: two arms drawn from one distribution (same code, different seeds) are "within
+noise" at the stated rate, and a real difference is called on the metric's own side.
 """
 
 from __future__ import annotations
@@ -124,12 +125,13 @@ def test_an_arm_at_learning_rate_0_is_worse_in_reward_than_the_learning_arm_on_t
     training per arm and seed, none at test time, so the verdict is the same on every CPU; what it tests is the
     verdict on real curves of the tiny agent, read back through train.logs as the monitor reads them.
 
-    How many seeds: the final window's reward differs by about 0.6 per seed between the arms, with a spread of
-    about 0.45 over seeds (the learning runs' speeds and the boards' sampling noise), about 1.3 spreads. At 3 seeds
-    that is "within noise" more often than not (t must pass 4.30 at 2 degrees of freedom: the recorded first 3
-    seeds give t = 2.4); at 20 it is t = 6 against 2.09. A fresh recording of 20 seeds on another CPU draws a new
-    t: by the recorded spread, it stays above 2.09 unless the seeds' mean difference falls below a third of its
-    recorded value, which Student's t puts at about 1 in 10,000 (benchmarks/README.md, "The verdict's seeds").
+    How many seeds: per seed, the final window's reward (updates 7-8) is 0.755 lower at learning rate 0, with a
+    spread of 0.38 over seeds (the learning runs' speeds, the boards' sampling noise): about 2 spreads. The verdict
+    needs t above Student's quantile: at 3 seeds (4.30) a fresh set says "worse" about half the time, at 10 (2.26) it
+    fails 1 time in 5,000, at 20 (2.09, here t = 8.9) 1 time in 10 billion (the noncentral t of 20 seeds whose
+    differences have this mean and spread): a wrong verdict on a recording of these 20 seeds on another CPU is
+    vanishingly unlikely. `python benchmarks/verdict_arms.py --report` prints the verdict on the first 3, 5, 10 and
+    20 seeds (within noise on 3; worse on 5, 10 and 20), and records the lr-0 arm again on any machine.
     """
     learning, lr0 = recorded("learning-sweep.jsonl"), recorded("verdict-lr0.jsonl")
     assert sorted(learning) == sorted(lr0) == list(range(100, 120))

@@ -92,7 +92,8 @@ def _points(series: Sequence[tuple[int, float]], x: Any, y: Any) -> str:
 
 def chart(metric: str, label: str, arms: Sequence[tuple[Arm, str]]) -> Markup:
     """One metric's chart: each arm's seeds as thin lines, its mean as a thick one; empty when nothing is logged."""
-    values = [(u, v) for arm, _ in arms for r in arm.finished for u, v in r.series.get(metric) or () if math.isfinite(v)]
+    values = [(u, v) for arm, _ in arms for r in arm.finished for u, v in r.series.get(metric) or ()
+              if math.isfinite(v)]
     if not values:
         return Markup("")
     inner_w, inner_h = WIDTH - PAD_LEFT - PAD_RIGHT, HEIGHT - PAD_TOP - PAD_BOTTOM
