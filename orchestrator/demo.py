@@ -43,7 +43,8 @@ EXAMPLES = PROJECT / "examples"
 DEFAULT_EXAMPLE = "cleanup"
 
 # the formal run of the demo, by role: short, on a CPU, still logging samples and evaluations; groups of 4 episodes
-# of 4 turns, so that most groups' returns differ and every update has a gradient
+# of 3 turns, so that most groups' returns differ and most updates have a gradient (benchmarks/flat_groups.py: every
+# update of 10 Cleanup seeds, 68 of 90 of 30 Stag Hunt seeds, whose rewards are sparse)
 FORMAL_BY_ROLE = {"episodes_total": 12, "updates_total": 3, "group_generations": 4, "episode_turns": 3,
                   "thinking_cap": 40, "action_cap": 40, "micro_batch": 8, "precision": False, "checkpointing": False,
                   "eval_every": 2, "sample_every": 3, "save_every": 1000}
