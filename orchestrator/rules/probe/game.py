@@ -250,8 +250,10 @@ def _learn_play(ref_cls: type, start: Recipe) -> Play | None:
 
 def learn_stepper(play: Play, fresh: Callable[[], Any], methods: dict[str, tuple[Callable, int]]
                   ) -> tuple[str | None, list[str]]:
-    """The method that steps the game, and what was found of each candidate (for the note)."""
-    found, considered = [], []
+    """The method that steps the game, and what was found of each candidate (for the note). A method whose
+    state changes with the actions is taken before one known only by its results (rewards, done) changing with
+    them: a query of the pending actions answers differently too, but changes nothing."""
+    found, by_results, considered = [], [], []
     for name, (_, required) in methods.items():
         if required or name == play.setter:
             continue
@@ -261,19 +263,29 @@ def learn_stepper(play: Play, fresh: Callable[[], Any], methods: dict[str, tuple
         verdict = step_verdict(play, fresh, name)
         if verdict == "steps":
             found.append(name)
+        elif verdict == "steps by its results":
+            by_results.append(name)
         elif verdict:
             considered.append(f"{name}() {verdict}")
-    found.sort(key=lambda n: (not any(w in n.lower() for w in STEP_WORDS), n))
+    key = lambda n: (not any(w in n.lower() for w in STEP_WORDS), n)
+    found.sort(key=key)
+    by_results.sort(key=key)
+    if not found and by_results:
+        found, by_results = by_results, []
+        considered.insert(0, f"{found[0]}() taken by what it returns, which depends on the actions set (the game's "
+                             f"state did not show the change)")
     if found:
         considered.insert(0, f"took {found[0]}()" + (f" (also stepping: {', '.join(found[1:])})" if found[1:] else ""))
+    considered += [f"{name}() not taken: only its results depend on the actions" for name in by_results]
     return (found[0] if found else None), considered
 
 
 def step_verdict(play: Play, fresh: Callable[[], Any], name: str) -> str:
     """'steps' when `name` changes the game, the same way when the same action is replayed on the same state
-    and differently after two different actions of agent 0; else why not ('' for a method that changes
-    nothing: a copy, a render, a query)."""
-    outcomes = []
+    and differently after two different actions of agent 0; 'steps by its results' when the game's state shows
+    no change but what it returns (rewards, done) differs so; else why not ('' for a method that changes
+    nothing and returns nothing that depends on the actions: a copy, a render, a query)."""
+    outcomes, changes = [], False
     for action in play.actions[:STEP_TRIES]:
         replays = []
         for _ in range(2):
@@ -283,15 +295,17 @@ def step_verdict(play: Play, fresh: Callable[[], Any], name: str) -> str:
             result, error = call(getattr(game, name), seconds=2.0)
             if error is not None:
                 return f"raised {type(error).__name__}"
-            if state(game) == chosen:
-                return ""
-            replays.append((state(game), canonical(result)))
+            after = state(game)
+            changes = changes or after != chosen
+            replays.append((after, canonical(result)))
         if replays[0] != replays[1]:
             return "not taken: the same action on the same state gave two outcomes (it draws randomness it " \
                    "was not given)"
         outcomes.append(replays[0])
         if len(outcomes) > 1 and outcomes[-1] != outcomes[0]:
-            return "steps"
+            return "steps" if changes else "steps by its results"
+    if not changes:
+        return ""
     return "not taken: its outcome does not depend on the actions set"
 
 
