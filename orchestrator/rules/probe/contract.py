@@ -206,7 +206,7 @@ def probe(folder: str, plan: dict[str, Any]) -> dict:
                                   f"the generated code replaced {', '.join(replaced[:5])}, which env_move relies on; "
                                   f"changing what the game runs on changes the game: leave those modules as they are"))
     notes += Reading.notes()
-    return {"violations": problems, "note": "; ".join(notes)}
+    return {"violations": problems, "note": "; ".join(notes), "notes": notes}
 
 
 def behaviour(modules: dict[str, types.ModuleType], loaded: dict[str, types.ModuleType],

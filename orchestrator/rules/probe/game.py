@@ -276,7 +276,6 @@ def learn_stepper(play: Play, fresh: Callable[[], Any], methods: dict[str, tuple
                              f"state did not show the change)")
     if found:
         considered.insert(0, f"took {found[0]}()" + (f" (also stepping: {', '.join(found[1:])})" if found[1:] else ""))
-    considered += [f"{name}() not taken: only its results depend on the actions" for name in by_results]
     return (found[0] if found else None), considered
 
 

@@ -89,7 +89,7 @@ READERS = ("serialize", "get_state", "__getstate__", "state_dict")  # a compiled
 VIEWS = ("observation_tensor", "history")  # then a library state's views beside its string
 # library objects that are the process's, not a game's: compared by identity, never walked
 RESOURCE_MODULES = ("logging", "threading", "_thread", "io", "_io", "socket", "selectors", "asyncio", "multiprocessing",
-                    "concurrent", "weakref", "_weakrefset", "warnings", "tqdm", "pygame")
+                    "concurrent", "weakref", "_weakrefset", "warnings", "tqdm", "pygame", "_abc")
 PLAIN_KEYS = (type(None), bool, int, float, str, bytes)
 
 
