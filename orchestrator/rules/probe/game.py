@@ -573,7 +573,7 @@ def dependencies(module: types.ModuleType, game: Any = None) -> dict[str, Any]:
     for dotted, cls in classes:
         found.update({f"{dotted}.{member}": inner for member, inner in vars(cls).items() if not member.startswith("__")
                       or member in ("__init__", "__new__", "__call__")})
-        found[f"{dotted}.<members>"] = frozenset(vars(cls))
+        found[f"{dotted}.<members>"] = frozenset(vars(cls)) - CACHED_MEMBERS
     if game is not None:
         for library in reached_modules(game, {module.__name__}):
             found.update(code_of(library))
@@ -581,6 +581,7 @@ def dependencies(module: types.ModuleType, game: Any = None) -> dict[str, Any]:
 
 
 SKIPPED_MODULES = ("builtins", "__main__", "sys", "orchestrator")
+CACHED_MEMBERS = frozenset({"__slotnames__"})  # what copying an instance caches on its class (copyreg), no change
 MOST_OBJECTS = 5000
 
 
