@@ -1,9 +1,11 @@
 """The log's metric roles (orchestrator/training/metric_roles.py), learned once the runtime check's real train.logs
 exists: the stored mapping while train.py's logging code is unchanged and it still fits the log, else the first
 guess, and the LLM asked only for the roles the guess left empty, and only when the log holds keys that could fill
-them. The mapping is committed as the workspace's `metric_roles.json`, kept in the run state, merged into the log
-format every reader uses, and the detectors left off without a reward or an invalid-action rate are said before
-the formal run (claude.logs, the run's events, `status`, the page).
+them. An answered mapping is committed as the workspace's `metric_roles.json` (its own attempt, like a learned log
+format) and reused for free; the first guess alone costs nothing and is made again from the log each time. Either
+is kept in the run state, merged into the log format every reader uses, and the detectors left off without a
+reward or an invalid-action rate are said before the formal run (claude.logs, the run's events, `status`, the
+page).
 """
 
 from __future__ import annotations
@@ -53,12 +55,7 @@ def learn_metric_roles(state: RunState, ctx: RunContext, log_path: Path, log_for
         elif roles.missing():
             roles = replace(roles, notes=[f"not asked: every key of train.logs is known ({', '.join(roles.missing())} "
                                           f"not among them)"])
-        ctx.workspace.write(METRIC_ROLES_FILE, json.dumps(roles.to_dict(), indent=2) + "\n")
         outcome = roles.describe()
-        if not update:
-            sha = ctx.workspace.commit([METRIC_ROLES_FILE], node=NODE, attempt=attempt_count(state, NODE) + 1,
-                                       outcome=f"mapped: {outcome}", tokens=0, allow_empty=True)
-            outcome += f"; commit {sha}"
     ctx.log.record(Event(ctx.run_id, NODE, "metric_roles", REASON, outcome))
     for off in roles.off():
         ctx.log.record(Event(ctx.run_id, NODE, "detector_off", "said before the formal run starts", off))

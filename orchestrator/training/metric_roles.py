@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from orchestrator.training.logformat import ANSWER_KEYS, METRIC_ALIASES, LogRecord
+from orchestrator.training.logformat import ANSWER_KEYS, INDEX_KEYS, METRIC_ALIASES, LogRecord
 
 METRIC_ROLES_FILE = "metric_roles.json"
 # role -> (the vocabulary's name, what it holds: the LLM prompt's and the page's words)
@@ -143,9 +143,11 @@ def first_guess(records: Sequence[LogRecord]) -> MetricRoles:
 
 
 def candidates(records: Sequence[LogRecord], roles: MetricRoles) -> dict[str, list[float]]:
-    """The log's keys no role holds and the vocabulary does not name: what an answer could map."""
+    """The log's keys no role holds and the vocabulary does not name (nor says where a line stands: an epoch, a
+    time): what an answer could map."""
     taken = set(roles.keys.values())
-    return {k: v for k, v in logged_values(records).items() if k not in taken and k not in METRIC_ALIASES}
+    return {k: v for k, v in logged_values(records).items()
+            if k not in taken and k not in METRIC_ALIASES and k not in INDEX_KEYS}
 
 
 def validate_answer(answer: Any, records: Sequence[LogRecord], guessed: MetricRoles) -> MetricRoles:
