@@ -14,7 +14,7 @@ import pytest
 
 from orchestrator.rules.probe.game import learn_play, start_recipe
 from orchestrator.rules.probe.replicas import state
-from orchestrator.rules.probe.values import MOST_NODES, Reading, Unread, canonical, differences
+from orchestrator.rules.probe.values import MOST_NODES, PROBE_NODES, Reading, Unread, canonical, differences
 
 
 class Arena:
@@ -79,6 +79,16 @@ def test_what_is_past_the_budget_is_not_verified_and_said() -> None:
     form = canonical(types.SimpleNamespace(deep=chain))
     assert "not verified" in repr(form)
     assert any("types.SimpleNamespace" in n or "list" in n for n in Reading.notes() if n.startswith("not verified"))
+
+
+def test_past_the_probe_s_whole_budget_nothing_more_is_read_and_that_is_said(monkeypatch) -> None:
+    """A game too big to read many times over within `check`'s minute: the states read after the budget are not
+    verified, and the note says so, with the type."""
+    monkeypatch.setattr(Reading, "nodes", PROBE_NODES - 3)
+    Reading.unread.clear()
+    form = canonical(types.SimpleNamespace(cells=[[1], [2], [3], [4]]))
+    assert isinstance(form["cells"][3], Unread)
+    assert any("past the probe's budget" in n for n in Reading.notes())
 
 
 def test_an_object_with_no_readable_state_is_noted_with_its_type() -> None:

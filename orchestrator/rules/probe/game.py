@@ -250,10 +250,10 @@ def _learn_play(ref_cls: type, start: Recipe) -> Play | None:
 
 def learn_stepper(play: Play, fresh: Callable[[], Any], methods: dict[str, tuple[Callable, int]]
                   ) -> tuple[str | None, list[str]]:
-    """The method that steps the game, and what was found of each candidate (for the note). A method whose
-    state changes with the actions is taken before one known only by its results (rewards, done) changing with
-    them: a query of the pending actions answers differently too, but changes nothing."""
-    found, by_results, considered = [], [], []
+    """The method that steps the game, and what was found of each candidate (for the note). Where no method's
+    state change depends on the actions, one whose results (rewards, done) do is taken: a game whose state the
+    probe cannot see change. Never before: a query of the pending actions answers differently too."""
+    found, unchanged, considered = [], [], []
     for name, (_, required) in methods.items():
         if required or name == play.setter:
             continue
@@ -263,28 +263,30 @@ def learn_stepper(play: Play, fresh: Callable[[], Any], methods: dict[str, tuple
         verdict = step_verdict(play, fresh, name)
         if verdict == "steps":
             found.append(name)
-        elif verdict == "steps by its results":
-            by_results.append(name)
         elif verdict:
             considered.append(f"{name}() {verdict}")
-    key = lambda n: (not any(w in n.lower() for w in STEP_WORDS), n)
-    found.sort(key=key)
-    by_results.sort(key=key)
-    if not found and by_results:
-        found, by_results = by_results, []
-        considered.insert(0, f"{found[0]}() taken by what it returns, which depends on the actions set (the game's "
-                             f"state did not show the change)")
+        else:
+            unchanged.append(name)
+    if not found:
+        found = [name for name in unchanged if step_verdict(play, fresh, name, by_results=True) == "steps"]
+        if found:
+            considered.insert(0, f"{sorted(found, key=step_order)[0]}() taken by what it returns, which depends on "
+                                 f"the actions set (the game's state did not show the change)")
+    found.sort(key=step_order)
     if found:
         considered.insert(0, f"took {found[0]}()" + (f" (also stepping: {', '.join(found[1:])})" if found[1:] else ""))
     return (found[0] if found else None), considered
 
 
-def step_verdict(play: Play, fresh: Callable[[], Any], name: str) -> str:
+def step_order(name: str) -> tuple[bool, str]:
+    return not any(w in name.lower() for w in STEP_WORDS), name
+
+
+def step_verdict(play: Play, fresh: Callable[[], Any], name: str, by_results: bool = False) -> str:
     """'steps' when `name` changes the game, the same way when the same action is replayed on the same state
-    and differently after two different actions of agent 0; 'steps by its results' when the game's state shows
-    no change but what it returns (rewards, done) differs so; else why not ('' for a method that changes
-    nothing and returns nothing that depends on the actions: a copy, a render, a query)."""
-    outcomes, changes = [], False
+    and differently after two different actions of agent 0 (`by_results`: when what it returns does, its state
+    unchanged); else why not ('' for a method that changes nothing: a copy, a render, a query)."""
+    outcomes = []
     for action in play.actions[:STEP_TRIES]:
         replays = []
         for _ in range(2):
@@ -295,17 +297,16 @@ def step_verdict(play: Play, fresh: Callable[[], Any], name: str) -> str:
             if error is not None:
                 return f"raised {type(error).__name__}"
             after = state(game)
-            changes = changes or after != chosen
+            if after == chosen and not by_results:
+                return ""
             replays.append((after, canonical(result)))
         if replays[0] != replays[1]:
             return "not taken: the same action on the same state gave two outcomes (it draws randomness it " \
                    "was not given)"
         outcomes.append(replays[0])
         if len(outcomes) > 1 and outcomes[-1] != outcomes[0]:
-            return "steps" if changes else "steps by its results"
-    if not changes:
-        return ""
-    return "not taken: its outcome does not depend on the actions set"
+            return "steps"
+    return "" if by_results else "not taken: its outcome does not depend on the actions set"
 
 
 def choose(play: Play) -> list[str]:

@@ -84,7 +84,10 @@ class Unread:
         return f"<{self.kind}: not verified>" if self.why else f"<{self.kind}>"
 
 
-MOST_NODES = 20_000  # objects one walk reads (about 0.1 CPU-s); past it the rest is Unread, never passed silently
+MOST_NODES = 20_000  # objects one walk reads (about 0.15 CPU-s); past it the rest is Unread, never passed silently
+# objects all walks of one probe read (about 15 CPU-s; the examples' probes read 3,000 to 70,000): past it every
+# state is Unread, so a game of any size is judged within `check`'s minute, saying what it could not verify
+PROBE_NODES = 2_000_000
 READERS = ("serialize", "get_state", "__getstate__", "state_dict")  # a compiled object's own serialisation, in order
 VIEWS = ("observation_tensor", "history")  # then a library state's views beside its string
 # library objects that are the process's, not a game's: compared by identity, never walked
@@ -98,6 +101,7 @@ class Reading:
     used, and what could not be read. Kept for the process (one probe)."""
     ways: dict[str, str] = {}
     unread: dict[str, str] = {}
+    nodes = 0  # objects read by every walk of this process
 
     @classmethod
     def notes(cls) -> list[str]:
@@ -117,7 +121,11 @@ def qualified(kind: type) -> str:
 def canonical(value: Any) -> Any:
     """The plain form of `value`, its object graph walked once: a cycle or a second reference to the same
     mutable object is `<same as PATH>` (the path of its first visit), at most MOST_NODES objects are read."""
-    return _Walk().form(value, ())
+    walk = _Walk()
+    try:
+        return walk.form(value, ())
+    finally:
+        Reading.nodes += walk.nodes
 
 
 class _Walk:
@@ -137,7 +145,9 @@ class _Walk:
         if isinstance(value, random.Random):
             return f"<rng {hashlib.sha1(repr(value.getstate()).encode()).hexdigest()}>"
         if len(path) > MAX_DEPTH or self.nodes >= MOST_NODES:
-            return self.unread(value, "past the probe's budget of objects read")
+            return self.unread(value, f"past the budget of {MOST_NODES} objects read in one state")
+        if Reading.nodes + self.nodes >= PROBE_NODES:
+            return self.unread(value, f"past the probe's budget of {PROBE_NODES} objects read in all")
         if isinstance(value, tuple):  # immutable: a cycle runs through a mutable object, which is remembered
             self.nodes += 1
             return tuple(self.form(v, path + (i,)) for i, v in enumerate(value))
