@@ -11,8 +11,9 @@ any generated code runs) and a game built the way the training builds it, the pr
   the game's state (`set_action`, `declare`, `submit`, ...); the one that accepts the most actions;
 - the agents: the ids the setter accepts;
 - the stepper: the public method called with no argument whose outcome depends on the actions set and is
-  the same when the same actions are played on the same state (`step`, `advance`, ...); a reset-like
-  method (`reset`, `restart`, `seed`, ...) never is, and where several methods qualify the note says which;
+  the same when the same actions are played on the same state (`step`, `advance`, ...); where no method's
+  state change shows that, the one whose results (rewards, done) do; a reset-like method (`reset`,
+  `restart`, `seed`, ...) never is, and where several methods qualify the note says which;
 - how to copy it: the first way `replicas.choose_copier` verifies on this game.
 
 Rules (the game is the researcher's: "Do NOT modify env_move.py"; changing it at run time, from

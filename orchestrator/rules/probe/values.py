@@ -1,8 +1,12 @@
 """What the probe compares, and how it calls generated code.
 
 - `canonical(value)`: a plain, comparable form of any value (floats by repr so NaN equals NaN, arrays and
-  tensors by dtype, shape and values, objects by class name and attributes, RNGs by their state), the
-  same for two objects of two copies of one module.
+  tensors by dtype, shape and values, RNGs by their state, plain Python objects by class name and attributes,
+  an object whose state is held in compiled code, such as OpenSpiel's `pyspiel.State`, by its own
+  serialisation, else its string and views), the same for two objects of two copies of one module. The object
+  graph is walked once (cycles and shared references by the path of their first visit) within a budget; dict
+  keys are named by content where a repr would hold an address. What cannot be read is an `Unread`, noted
+  with its type (`Reading.notes`), as is how each compiled class was read.
 - `differences(a, b)`: the paths (attribute, key, index, ...) at which two canonical forms differ.
 - `digest(value)`: a fingerprint of what a function or class does (its code, defaults and members).
 - `guarded()`: every call into generated code runs under it: no file is written, no socket or process
@@ -13,10 +17,10 @@ from __future__ import annotations
 
 import collections
 import collections.abc
-import importlib.machinery
 import contextlib
 import functools
 import hashlib
+import importlib.machinery
 import json
 import os
 import random
@@ -90,7 +94,7 @@ MOST_NODES = 20_000  # objects one walk reads (about 0.15 CPU-s); past it the re
 PROBE_NODES = 2_000_000
 READERS = ("serialize", "get_state", "__getstate__", "state_dict")  # a compiled object's own serialisation, in order
 VIEWS = ("observation_tensor", "history")  # then a library state's views beside its string
-# library objects that are the process's, not a game's: compared by identity, never walked
+# library objects that are the process's, not a game's (a logger, a lock, a stream, a font): never walked
 RESOURCE_MODULES = ("logging", "threading", "_thread", "io", "_io", "socket", "selectors", "asyncio", "multiprocessing",
                     "concurrent", "weakref", "_weakrefset", "warnings", "tqdm", "pygame", "_abc")
 PLAIN_KEYS = (type(None), bool, int, float, str, bytes)
@@ -120,7 +124,8 @@ def qualified(kind: type) -> str:
 
 def canonical(value: Any) -> Any:
     """The plain form of `value`, its object graph walked once: a cycle or a second reference to the same
-    mutable object is `<same as PATH>` (the path of its first visit), at most MOST_NODES objects are read."""
+    mutable object is `<same as PATH>` (the path of its first visit); at most MOST_NODES objects are read, and
+    PROBE_NODES by all walks of the process."""
     walk = _Walk()
     try:
         return walk.form(value, ())
