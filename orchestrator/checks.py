@@ -61,6 +61,7 @@ class CheckResult:
     files: list[str] = field(default_factory=list)  # generated files the evidence points at
     seconds: float = 0.0
     signature: str = ""  # the failure itself (traceback, violations), without the code around it
+    notes: list[str] = field(default_factory=list)  # what the check noted and could not verify (the probe's notes)
 
     @property
     def fingerprint(self) -> str:
@@ -210,10 +211,10 @@ def run_import_check(folder: Path, timeout_s: float = 300.0, source_of_truth: Pa
         evidence = "\n".join(str(v) for v in answer.violations)
         return CheckResult("import_check", False, "contract",
                            f"{len(answer.violations)} contract violation(s) on a real game; first: {answer.violations[0]}",
-                           tail(evidence, EVIDENCE_CHARS), files, result.seconds)
+                           tail(evidence, EVIDENCE_CHARS), files, result.seconds, notes=answer.notes)
     note = f" ({answer.note})" if answer.note else ""
     return CheckResult("import_check", True, summary=f"imported {', '.join(IMPORTED_MODULES)}; the contract holds on "
-                                                     f"a real game{note}", seconds=result.seconds)
+                                                     f"a real game{note}", seconds=result.seconds, notes=answer.notes)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from rich.table import Table
 
 from orchestrator.training.formal import DEFAULT_MODEL
 from orchestrator.llm.base import MAX_ANSWER_TOKENS
-from orchestrator.run.runs import SetupError, answered_by_text, jobs_line, list_runs, metrics_line, run_summary, spent
+from orchestrator.run.runs import SetupError, answered_by_text, jobs_line, list_runs, metric_roles_line, metrics_line, run_summary, spent
 from orchestrator.base.files import from_disk
 from orchestrator.tiny.agent import TINY_AGENT
 
@@ -216,6 +216,10 @@ def status(run_id: Optional[str] = typer.Argument(None, help="default: the lates
         console.print(f"    {node}: {int(row.get('calls', 0))} calls, {int(row.get('tokens', 0))} tokens, "
                       f"${row.get('cost_usd', 0.0):.4f}" + (f" ({by})" if by else ""), markup=False,
                       highlight=False, soft_wrap=True)
+    for note in info["probe_notes"]:
+        console.print(f"  probe: {note}", markup=False, highlight=False, soft_wrap=True)
+    if info["metric_roles"]:
+        console.print(f"  {metric_roles_line(info['metric_roles'])}", markup=False, highlight=False, soft_wrap=True)
     if info["metrics"]:
         console.print(f"  {metrics_line(info['metrics'])}", markup=False, highlight=False, soft_wrap=True)
     if info["jobs"] and (len(info["jobs"]["jobs"]) > 1 or info["jobs"]["jobs"][0].get("job_id")):
@@ -289,6 +293,8 @@ def check(
     failed = bool(errors(violations))
     if not skip_import:
         result = run_import_check(folder, source_of_truth=source_of_truth)
+        for note in result.notes:
+            console.print(f"probe note: {note}", markup=False, highlight=False, soft_wrap=True)
         if not result.passed:
             console.print(f"import {', '.join(result.files)}: {result.summary}", markup=False, highlight=False)
             console.print(result.evidence, markup=False, highlight=False)

@@ -5,7 +5,8 @@ for that triple; its `helper_readme.md` is what the orchestrator renders from it
 `source_of_truth/` (the researcher's three files; an example without one uses the project's
 `source_of_truth/`). Optional: `roles.json`, the recorded roles answer (otherwise the
 first guess from the config's field names is recorded as the answer); `log_format.json`, the recorded
-log-format answer (otherwise none is recorded: the first guess reads the log); `future_improvements.md`,
+log-format answer (otherwise none is recorded: the first guess reads the log); `metric_roles.json`, the recorded
+answer naming the log's keys the first guess could not give a role (otherwise none is recorded); `future_improvements.md`,
 the recorded review (otherwise a review about GRPO itself, in no game's words).
 
 The transcript is assembled from the example's files (Step 3's answer: the CUSTOMIZE sections of the
@@ -31,6 +32,7 @@ from orchestrator.sources.config_file import accepted_values, field_help, field_
 from orchestrator.llm.edits import sections_answer
 from orchestrator.training.formal import FormalSpec
 from orchestrator.training.logformat import LOG_FORMAT_FILE
+from orchestrator.training.metric_roles import METRIC_ROLES_FILE
 from orchestrator.nodes.review import IDEAS_FILE
 from orchestrator.sources.roles import ConfigRoles, corrections, parses_command_line, suggest_roles, validate_roles
 from orchestrator.runner import RunOutcome, check_project_root, check_source_of_truth, start_run
@@ -185,6 +187,8 @@ def transcript(ex: Example) -> dict:
         reply("review", f"FILE: future_improvements.md\n````\n{ex.recorded(IDEAS_FILE, GENERIC_IDEAS)}````\n", 7400, 640),
         *([reply("log_format", f"```json\n{log_format}```", 2100, 160)]
           if (log_format := ex.recorded(LOG_FORMAT_FILE)) else []),
+        *([reply("metric_roles", f"```json\n{metric_roles}```", 900, 40)]
+          if (metric_roles := ex.recorded(METRIC_ROLES_FILE)) else []),
     ]}
 
 

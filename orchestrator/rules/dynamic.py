@@ -33,6 +33,7 @@ class ProbeAnswer:
     traceback: str = ""
     violations: list[Violation] = field(default_factory=list)
     note: str = ""
+    notes: list[str] = field(default_factory=list)  # the probe's notes one by one: how it played the game, what it skipped
 
 
 def probe_folder(folder: Path, timeout_s: float = 300.0, *, source_of_truth: Path | None = None,
@@ -53,7 +54,7 @@ def probe_folder(folder: Path, timeout_s: float = 300.0, *, source_of_truth: Pat
     if answer.get("import_failed"):
         return ProbeAnswer(result, import_failed=answer["import_failed"], traceback=answer.get("traceback", ""))
     violations = [Violation(v["rule"], v["file"], None, v["message"]) for v in answer.get("violations", [])]
-    return ProbeAnswer(result, violations=violations, note=answer.get("note", ""))
+    return ProbeAnswer(result, violations=violations, note=answer.get("note", ""), notes=list(answer.get("notes") or []))
 
 
 def probe_plan(folder: Path, source_of_truth: Path | None = None) -> dict:

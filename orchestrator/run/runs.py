@@ -213,6 +213,14 @@ def jobs_line(jobs: Mapping[str, Any]) -> str:
     return f"formal run {jobs['run']}, {len(jobs['jobs'])} job(s): {'; '.join(shown)}"
 
 
+def metric_roles_line(roles: Mapping[str, Any]) -> str:
+    """`metric roles: reward <- ret_mean (first guess), ...; off: invalid_action_rise (...)`"""
+    keys, sources = roles.get("keys") or {}, roles.get("sources") or {}
+    mapped = ", ".join(f"{role} <- {key} ({sources.get(role, '?')})" for role, key in keys.items()) or "none mapped"
+    off = roles.get("off") or []
+    return f"metric roles: {mapped}" + (f"; {'; '.join(off)}" if off else "")
+
+
 def metrics_line(metrics: Mapping[str, Any]) -> str:
     """`formal run formal-1, update 4: reward -0.15, loss 0.012, ...`"""
     values = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if k not in ("run", "update"))
@@ -229,6 +237,7 @@ def state_record(run_dir: Path, status: str, exit_reason: str, values: Mapping[s
             "ledger": dict(values.get("ledger") or {}), "last_error": evidence.get("summary", ""),
             "last_evidence": {k: evidence.get(k, "") for k in ("check", "kind", "summary", "text")} if evidence else {},
             "formal_log_dir": formal_log_dir, "log_format": values.get("log_format") or {},
+            "metric_roles": values.get("metric_roles") or {}, "probe_notes": list(values.get("probe_notes") or []),
             "latest_metrics": latest_formal_metrics(run_dir, formal_log_dir, values.get("log_format")),
             "updated": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
@@ -273,7 +282,8 @@ def run_summary(project_root: Path, run_id: str) -> dict[str, Any]:
             "attempts": len(state.get("attempts") or []), "skipped": state.get("skipped") or [],
             "ledger": ledger, "answered_by": journal.answered_by(ledger), "last_error": state.get("last_error") or "",
             "metrics": latest_formal_metrics(settings.run_dir, state.get("formal_log_dir") or "", state.get("log_format"))
-            or state.get("latest_metrics"), "jobs": formal_jobs(settings.run_dir, state.get("log_format"))}
+            or state.get("latest_metrics"), "jobs": formal_jobs(settings.run_dir, state.get("log_format")),
+            "metric_roles": state.get("metric_roles") or {}, "probe_notes": state.get("probe_notes") or []}
 
 
 BRANCH = "branch:to:"  # LangGraph's channel that marks a node the next step runs

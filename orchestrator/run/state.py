@@ -43,6 +43,8 @@ class RunState(TypedDict, total=False):
     probe: dict[str, Any]  # ProbeResult.to_dict()
     roles: dict[str, Any]  # ConfigRoles.to_dict(): the config's fields by role, and how values reach train.py
     log_format: dict[str, Any]  # LogFormat.to_dict(): how train.logs is read (absent: the first guess)
+    metric_roles: dict[str, Any]  # MetricRoles.to_dict(): which keys of train.logs hold reward, invalid rate, ...
+    probe_notes: list[str]  # what the import check's probe noted: how it started, stepped and copied the game
     ledger: Annotated[dict[str, dict[str, Any]], merge_ledger]  # node -> calls, tokens, cost_usd, ..., answers
     attempts: Annotated[list[dict[str, Any]], operator.add]  # node, attempt, outcome, sha, tokens, cost_usd
     skipped: Annotated[list[str], operator.add]  # nodes whose outputs existed and passed their checks

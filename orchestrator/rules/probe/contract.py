@@ -47,8 +47,8 @@ from orchestrator.rules.probe.game import (check_game, choose, default_recipe, d
                                            env_base, find_factory, game_instance, import_apart, learn_play,
                                            reference_positions, start_recipe, training_game)
 from orchestrator.rules.probe.generic import TEMPLATE_MODULE, Reference
-from orchestrator.rules.probe.values import (call, canonical, coordinate_pairs, differences, digest, show_path,
-                                             violation)
+from orchestrator.rules.probe.values import (Reading, call, canonical, coordinate_pairs, differences, digest,
+                                             show_path, violation)
 
 PROTECTED = ("env_move", "grpo_config")
 GENERATED = ("helpers", "prompt_template", "train")
@@ -205,7 +205,8 @@ def probe(folder: str, plan: dict[str, Any]) -> dict:
         problems.append(violation("protected-module-patched", "env_move.py",
                                   f"the generated code replaced {', '.join(replaced[:5])}, which env_move relies on; "
                                   f"changing what the game runs on changes the game: leave those modules as they are"))
-    return {"violations": problems, "note": "; ".join(notes)}
+    notes += Reading.notes()
+    return {"violations": problems, "note": "; ".join(notes), "notes": notes}
 
 
 def behaviour(modules: dict[str, types.ModuleType], loaded: dict[str, types.ModuleType],
