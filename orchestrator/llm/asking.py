@@ -32,6 +32,8 @@ TRUNCATED = "max_tokens"  # the API's stop_reason for an answer cut at its budge
 MIN_ANSWER_TOKENS = 256  # the least room an answer is sent with, on the smallest contexts
 ANSWER_SHARE = 8  # else a request leaves its answer at least 1/ANSWER_SHARE of the context (or what it asked)
 MAX_REFUSALS = 4  # context refusals one exchange takes before it gives up
+MORE_ROOM = 1.25  # an answer cut by its room is asked again only with at least this much more room
+ECHO_CHARS = 2000  # of a cut answer, shown back to the model when it is asked to be shorter
 
 
 @dataclass
@@ -106,6 +108,7 @@ def ask(llm: LLM, messages: list[Message], parse: Callable[[str], T], *, system:
         answer.notes = exchange.notes
         if reply.request_id:
             answer.request_ids.append(reply.request_id)
+        echoed: str | None = None
         if reply.tool_calls and not reply.text.strip():
             answer.error = tool_call_error(reply.tool_calls)
             return answer  # asking again gets the same tool call: the server must change
@@ -119,6 +122,7 @@ def ask(llm: LLM, messages: list[Message], parse: Callable[[str], T], *, system:
                 return answer
             told = (f"{answer.error}. It must fit in {budget} output tokens: leave out explanations, comments and "
                     f"long reasoning")
+            echoed = abridge(reply.text, ECHO_CHARS)  # all of it would only take the room the answer needs
         elif not reply.text.strip() and reply.reasoning:
             answer.error = told = ("the answer held only reasoning (a <think> block) and nothing after it: write the "
                                    "answer itself after the reasoning")
@@ -131,8 +135,19 @@ def ask(llm: LLM, messages: list[Message], parse: Callable[[str], T], *, system:
         format_errors += 1
         if format_errors > reasks:
             return answer
-        exchange.tail += [{"role": "assistant", "content": reply.text},
+        exchange.tail += [{"role": "assistant", "content": echoed if echoed is not None else reply.text},
                           {"role": "user", "content": render("reask_format", error=told)}]
+
+
+def abridge(text: str, limit: int) -> str:
+    """`text` within `limit` characters: its start and its end, the middle cut at line boundaries."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit // 2], text[-limit // 2:]
+    head = head[: head.rfind("\n")] if "\n" in head else head
+    tail = tail[tail.find("\n") + 1:] if "\n" in tail else tail
+    return f"{head}\n... ({len(text) - len(head) - len(tail)} characters cut) ...\n{tail}"
 
 
 def _ceiling(llm: LLM) -> int:
@@ -232,7 +247,14 @@ class _Exchange:
         if self.window is None or self.window.tokens is None:
             self.room_limited = False
             return self.wanted
-        level, prompt, budget = self._plan(max(self.level, self.start))
+        try:
+            level, prompt, budget = self._plan(max(self.level, self.start))
+        except ContextTooSmall:
+            long = [m for m in self.tail if m["role"] == "assistant" and len(m["content"]) > ECHO_CHARS]
+            if not long:
+                raise
+            self.tail = [{**m, "content": abridge(m["content"], ECHO_CHARS)} if m in long else m for m in self.tail]
+            level, prompt, budget = self._plan(max(self.level, self.start))
         if level != self.level:
             whole, _ = self._room(0)
             self.note(f"the prompt ({whole:,} tokens whole) leaves too little room for the answer in the server's "
@@ -284,7 +306,7 @@ class _Exchange:
                 level, _, next_budget = self._plan(start)
             except ContextTooSmall:
                 return False
-            if next_budget > budget and (level, next_budget, len(self.tail)) not in self._sent:
+            if next_budget >= budget * MORE_ROOM and (level, next_budget, len(self.tail)) not in self._sent:
                 self.start = level
                 return True
         return False

@@ -23,7 +23,7 @@ from typing import Any, Iterable
 from orchestrator.llm.base import LLMError, Message
 
 MIN_CONTEXT_TOKENS = 1024  # the least context length --max-context takes
-CHARS_PER_TOKEN = 3.0  # before any count from the server: fewer than common BPE tokenizers give code (~3.5-4)
+CHARS_PER_TOKEN = 1.5  # before any count from the server: fewer than any tokenizer gives (BPE: 3-4.5 for code)
 MESSAGE_OVERHEAD = 8  # a chat template's tokens around one message (role, start and end markers)
 EXACT_MARGIN = 32  # tokens kept free when counted by the model's tokenizer
 ESTIMATE_MARGIN = 0.05  # share of an estimated prompt kept free, beyond EXACT_MARGIN

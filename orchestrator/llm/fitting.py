@@ -10,7 +10,8 @@ smaller than the one before, leave out what the node needs least:
 3. the blocks the node does not need dropped (what the node names droppable);
 4. the other Python files outlined: imports, module constants, class and function signatures with their
    docstrings; bodies left out (never a file the answer edits: the node names those whole);
-5. the node's own smaller user messages (a fix's evidence abridged), last.
+5. the GENERIC sections left out, each one `...` line (their code is the template's: never to be written);
+6. the node's own smaller user messages (a fix's evidence abridged), last.
 
 A left-out run of lines is one `...  # N lines not shown` line at its indentation, and the block's header
 says what was summarised, so the model never quotes what it was not shown.
@@ -26,6 +27,7 @@ from typing import Iterable, Sequence
 from orchestrator.llm.base import Message
 from orchestrator.sources.template import GENERIC, TemplateError, read_sections, split_lines
 
+TOUCHING, SIGNATURES, NOTHING = "touching", "signatures", "nothing"  # what a GENERIC summary keeps
 BLOCK_HEADER = re.compile(r"^=== FILE: (?P<name>.+?) ===\n")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -77,17 +79,23 @@ def forms(messages: list[Message], cache_prefix: Sequence[str], *, whole: Iterab
         blocks = changed
 
     names = {block.file: defined_names(block.text) for block in blocks if block.name}
-    originals = list(blocks)
-    levels = (("signatures and the lines that touch the holes' and the other files' names", True, False),
-              ("signatures and the lines that touch the holes' names", False, False),
-              ("their signatures", False, True))
-    for said, with_others, signatures_only in levels:
-        summarised = []
-        for block in originals:
+    original = {block.file: block.text for block in blocks if block.name}
+
+    def summarised(keep: str, with_others: bool) -> list[_Block]:
+        """The blocks so far, each template-like file's GENERIC sections summarised afresh from its own text."""
+        shortened = []
+        for block in blocks:
             others = set().union(*(v for k, v in names.items() if k != block.file)) if with_others else set()
-            summary = summarise_generic(block.text, others, signatures_only=signatures_only) if block.name else None
-            summarised.append(_Block(block.name, summary, "GENERIC sections summarised") if summary else block)
-        add(summarised, "generic", f"GENERIC sections summarised to {said}")
+            summary = summarise_generic(original[block.file], others, keep=keep) if block.name else None
+            said = "GENERIC sections left out" if keep == NOTHING else "GENERIC sections summarised"
+            shortened.append(_Block(block.name, summary, said) if summary else block)
+        return shortened
+
+    levels = (("signatures and the lines that touch the holes' and the other files' names", TOUCHING, True),
+              ("signatures and the lines that touch the holes' names", TOUCHING, False),
+              ("their signatures", SIGNATURES, False))
+    for said, keep, with_others in levels:
+        add(summarised(keep, with_others), "generic", f"GENERIC sections summarised to {said}")
     left_out = sorted({b.file for b in blocks if b.name and b.file in droppable})
     add([b for b in blocks if not (b.name and b.file in droppable)], "dropped", f"left out: {', '.join(left_out)}")
     outlined = []
@@ -97,14 +105,17 @@ def forms(messages: list[Message], cache_prefix: Sequence[str], *, whole: Iterab
         outlined.append(_Block(block.name, short, "outline: signatures and docstrings")
                         if short and len(short) < len(block.text) else block)
     add(outlined, "outlined", "other Python files outlined to their signatures and docstrings")
+    add(summarised(NOTHING, False), "generic", "GENERIC sections left out (the template's code, never edited)")
     for smaller, note in smaller_messages:
         notes["messages"] = note
         result.append(Form(list(smaller), list(result[-1].cache_prefix), "; ".join(notes.values())))
     return result
 
 
-def summarise_generic(text: str, names: set[str], *, signatures_only: bool = False) -> str | None:
-    """`text` (a template or train.py) with each GENERIC section summarised; None when it has none, or does not
+def summarise_generic(text: str, names: set[str], *, keep: str = TOUCHING) -> str | None:
+    """`text` (a template or train.py) with each GENERIC section summarised: its signatures, imports and first
+    docstring lines, and (`keep` TOUCHING) the lines that touch the holes' names and `names`; with `keep`
+    NOTHING, each GENERIC section is one `...` line. None when the text has no GENERIC section, or does not
     parse as Python."""
     try:
         sections = read_sections(text)
@@ -115,14 +126,14 @@ def summarise_generic(text: str, names: set[str], *, signatures_only: bool = Fal
     if not generic:
         return None
     from_holes = set().union(*(defined_names(s.text) for s in sections if s.kind != GENERIC), set())
-    keep = _structure_lines(tree)
+    structure = _structure_lines(tree) if keep != NOTHING else set()
     wanted = from_holes | names
     lines = split_lines(text)
     shown: set[int] = set()  # 1-based line numbers of GENERIC lines kept
     for section in generic:
         for number in range(section.start_line + 1, section.end_line + 1):
             line = lines[number - 1]
-            if number in keep or (not signatures_only and wanted & set(_IDENTIFIER.findall(_code_part(line)))):
+            if number in structure or (keep == TOUCHING and wanted & set(_IDENTIFIER.findall(_code_part(line)))):
                 shown.add(number)
     inside = {n for s in generic for n in range(s.start_line + 1, s.end_line + 1)}
     return _with_gaps(lines, lambda n: n not in inside or n in shown)

@@ -28,7 +28,7 @@ from dataclasses import replace
 from langgraph.runtime import Runtime
 
 from orchestrator.base.actionlog import Event
-from orchestrator.llm.asking import ask
+from orchestrator.llm.asking import abridge, ask
 from orchestrator.llm.edits import EDIT_FORMAT, apply_edits, check_protected, parse_edits
 from orchestrator.llm.fitting import forms
 from orchestrator.llm.protected import restore_generic
@@ -43,17 +43,6 @@ EDIT_CHARS = 1500  # of an earlier edit, shown again under "already tried"
 REFUSAL_CHARS = 800
 SMALLER_EVIDENCE = ((6000, 600), (2000, 200))  # (evidence, each earlier edit) characters of the smaller prompts
 TRAIN, TEMPLATE = "train.py", "grpo_template.py"
-
-
-def abridge(text: str, limit: int) -> str:
-    """`text` within `limit` characters: its start and its end, the middle cut at line boundaries."""
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    head, tail_ = text[: limit // 2], text[-limit // 2:]
-    head = head[: head.rfind("\n")] if "\n" in head else head
-    tail_ = tail_[tail_.find("\n") + 1:] if "\n" in tail_ else tail_
-    return f"{head}\n... ({len(text) - len(head) - len(tail_)} characters cut) ...\n{tail_}"
 
 
 def previous_fixes(state: RunState, check: str) -> list[dict]:
