@@ -289,9 +289,16 @@ def start_run(project_root: Path, *, llm: str, source_of_truth: Path | None = No
         settings.status = "running"
         settings.save()
         ctx.log.record(Event(settings.run_id, "run", "start", "python -m orchestrator run",
-                             f"llm={llm} ({backend.label}; {backend.price_note}); source of truth {source}; "
+                             f"llm={llm} ({backend.label}; {backend.price_note}{_context_said(backend)}); "
+                             f"source of truth {source}; "
                              f"limits {asdict(limits)}"))
         return _drive(settings, ctx, _first_input(settings), thread(settings.run_id))
+
+
+def _context_said(backend: Backend) -> str:
+    """The server's context length, where the backend knows it, for the run's first line."""
+    window = getattr(backend, "window", None)
+    return f"; a {window.describe()}" if window is not None and window.tokens else ""
 
 
 def _first_input(settings: RunSettings) -> RunState:

@@ -115,12 +115,15 @@ def ask(llm: LLM, messages: list[Message], parse: Callable[[str], T], *, system:
         if reply.stop_reason == TRUNCATED:
             if exchange.more_room(reply, budget):
                 continue
+            fits = min(budget, exchange.window.output_cap or budget) if exchange.window else budget
             answer.error = (f"the answer was cut at its budget of {budget} output tokens (stop_reason max_tokens) "
-                            f"and is incomplete; it was not applied")
+                            f"and is incomplete; it was not applied" if fits == budget else
+                            f"the answer was cut by the server at {fits} output tokens, its own limit (below the "
+                            f"{budget} asked for), and is incomplete; it was not applied")
             if can_split and exchange.room_limited:
                 answer.cut_short = True
                 return answer
-            told = (f"{answer.error}. It must fit in {budget} output tokens: leave out explanations, comments and "
+            told = (f"{answer.error}. It must fit in {fits} output tokens: leave out explanations, comments and "
                     f"long reasoning")
             echoed = abridge(reply.text, ECHO_CHARS)  # all of it would only take the room the answer needs
         elif not reply.text.strip() and reply.reasoning:

@@ -730,6 +730,13 @@ def apply_edits(edits: list[Edit], contents: dict[str, str | None]) -> EditResul
             failed.append(edit)
             problems.append(_regeneration_message(edit, text))
             continue
+        invented = _invented_placeholders(edit)
+        if invented:
+            failed.append(edit)
+            problems.append(f"## PlaceholderInReplace: the REPLACE section for {edit.path} holds `{invented}`, a line "
+                            f"of the summarised view you were shown, not of the file, and its SEARCH section does not "
+                            f"hold it\n{_render(edit)}\nQuote the real lines, or leave them out of both sections.\n")
+            continue
         if text is None:
             new = _normalise(edit.replace) if not edit.search.strip() else None
         else:
@@ -753,6 +760,17 @@ def apply_edits(edits: list[Edit], contents: dict[str, str | None]) -> EditResul
     if failed:
         return EditResult({}, applied, failed, _failure_report(len(edits), problems, matched))
     return EditResult(current, applied, [], None)
+
+
+def _invented_placeholders(edit: Edit) -> str:
+    """A `...  # N lines not shown` line of REPLACE that SEARCH does not hold as often, or ""."""
+    found = [line.strip() for line in _lines(_normalise(edit.search)) if _PLACEHOLDER.match(line)]
+    for line in _lines(_normalise(edit.replace)):
+        if _PLACEHOLDER.match(line):
+            if line.strip() not in found:
+                return line.strip()
+            found.remove(line.strip())
+    return ""
 
 
 def _no_match_message(edit: Edit, content: str) -> str:

@@ -61,8 +61,8 @@ class _Block:
 
 def forms(messages: list[Message], cache_prefix: Sequence[str], *, whole: Iterable[str] = (),
           droppable: Iterable[str] = (), smaller_messages: Sequence[tuple[list[Message], str]] = ()) -> list[Form]:
-    """The prompt, then its smaller forms in order (see the module docstring); forms that change nothing are
-    left out. `whole`: file names never outlined (the answer edits them; their GENERIC sections may still be
+    """The prompt, then its smaller forms in order (see the module docstring); a form no smaller than the one
+    before is left out. `whole`: file names never outlined (the answer edits them; their GENERIC sections may still be
     summarised); `droppable`: file names the node can do without; `smaller_messages`: (messages, note) the node
     can ask with instead, smallest last."""
     blocks = [_read_block(text) for text in cache_prefix]
@@ -71,12 +71,13 @@ def forms(messages: list[Message], cache_prefix: Sequence[str], *, whole: Iterab
     notes: dict[str, str] = {}  # what each kind of shortening did, in order
 
     def add(changed: list[_Block], kind: str, note: str) -> None:
+        """`changed` as the next form, when it is smaller than the last one (a summary of a short file is not)."""
         nonlocal blocks
         rendered = [block.render() for block in changed]
-        if rendered != result[-1].cache_prefix:
+        if sum(map(len, rendered)) < sum(map(len, result[-1].cache_prefix)):
             notes[kind] = note
             result.append(Form(list(result[-1].messages), rendered, "; ".join(notes.values())))
-        blocks = changed
+            blocks = changed
 
     names = {block.file: defined_names(block.text) for block in blocks if block.name}
     original = {block.file: block.text for block in blocks if block.name}

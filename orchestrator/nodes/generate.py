@@ -33,7 +33,7 @@ from orchestrator.rules import check_folder, errors
 from orchestrator.run.limits import ensure_budget
 from orchestrator.training.machine import ProbeResult, probe
 from orchestrator.llm.prompts import file_blocks, render
-from orchestrator.sources.roles import ConfigRoles
+from orchestrator.sources.roles import ROLES, ConfigRoles
 from orchestrator.run.state import GENERATED_DIR, RunContext, RunState, attempt_count
 from orchestrator.sources.template import describe_holes, fill_holes, generic_text, holes, read_template
 
@@ -92,13 +92,21 @@ def step_variables(state: RunState, ctx: RunContext, step: Step) -> dict[str, ob
         template = ctx.workspace.read(f"{GENERATED_DIR}/grpo_template.py") or ""
         logs = roles.field_of("log_folder") or roles.field_of("output_folder")
         sample = roles.field_of("sample_every")
-        return {"roles": roles.describe(), "logging_in_template": LOG_NAME in generic_text(read_template(template)),
+        return {"roles": roles_text(roles), "logging_in_template": LOG_NAME in generic_text(read_template(template)),
                 "sections": describe_holes(template), "sections_format": SECTIONS_FORMAT, "only": None,
                 "log_folder": f"the folder of the config's `{logs}` field" if logs else "the working directory",
                 "sample_every": f"`config.{sample}`" if sample else "10"}
     if step.node == "generate_launch":
         return {"delivery": roles.delivery}
     return {}
+
+
+def roles_text(roles: ConfigRoles) -> str:
+    """What Step 3 needs of the mapping: each role's field, one a line, and the roles without one on one line."""
+    rows = [f"{role:<20} -> {roles.field_of(role)}" for role in ROLES if roles.field_of(role)]
+    absent = roles.absent()
+    return "\n".join(rows + ([f"{'no field':<20} -> {', '.join(absent)}"] if absent else [])
+                     + [f"{'delivery':<20} -> {roles.delivery}"])
 
 
 def run_probe(state: RunState, ctx: RunContext) -> ProbeResult:
