@@ -83,9 +83,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> dict
 GAMES = ("cleanup", "staghunt")
 
 
-@pytest.mark.slow
-@pytest.mark.tiny_agent("cleanup")
-@pytest.mark.tiny_agent("staghunt")
+def on_both_pipelines(test):
+    """A test of the module's two pipeline runs: slow, and needing both examples' tiny agents."""
+    for mark in (pytest.mark.tiny_agent("staghunt"), pytest.mark.tiny_agent("cleanup"), pytest.mark.slow):
+        test = mark(test)
+    return test
+
+
+@on_both_pipelines
 @pytest.mark.parametrize("name", GAMES)
 def test_the_demo_pipeline_ends_done_through_a_32k_coder_server_every_request_within_its_context(runs, name):
     run = runs[name]
@@ -98,9 +103,7 @@ def test_the_demo_pipeline_ends_done_through_a_32k_coder_server_every_request_wi
     assert len(calls) == len(run.requests) and all(c["extra"]["backend"] == "openai" for c in calls)
 
 
-@pytest.mark.slow
-@pytest.mark.tiny_agent("cleanup")
-@pytest.mark.tiny_agent("staghunt")
+@on_both_pipelines
 @pytest.mark.parametrize("name", GAMES)
 def test_no_think_draft_is_ever_applied_and_every_draft_is_logged_as_reasoning(runs, name):
     run = runs[name]
@@ -115,9 +118,7 @@ def test_no_think_draft_is_ever_applied_and_every_draft_is_logged_as_reasoning(r
     assert "# GENERIC, edited" not in (run.project / "workspace/generated/train.py").read_text()
 
 
-@pytest.mark.slow
-@pytest.mark.tiny_agent("cleanup")
-@pytest.mark.tiny_agent("staghunt")
+@on_both_pipelines
 def test_a_whole_file_reformatting_fix_lands_as_its_one_line_and_a_diff_fix_as_its_hunk(runs):
     for name, sign in (("cleanup", "<<<<<<< SEARCH"), ("staghunt", "@@ -")):
         run = runs[name]

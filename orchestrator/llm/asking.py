@@ -33,6 +33,7 @@ MIN_ANSWER_TOKENS = 256  # the least room an answer is sent with, on the smalles
 ANSWER_SHARE = 8  # else a request leaves its answer at least 1/ANSWER_SHARE of the context (or what it asked)
 MAX_REFUSALS = 4  # context refusals one exchange takes before it gives up
 MORE_ROOM = 1.25  # an answer cut by its room is asked again only with at least this much more room
+NEARLY = 0.9  # a form giving this share of the most room any form gives is as good, and keeps more of the prompt
 ECHO_CHARS = 2000  # of a cut answer, shown back to the model when it is asked to be shorter
 
 
@@ -48,7 +49,6 @@ class Answer(Generic[T]):
     answers: list[int] = field(default_factory=list)  # journal records of the paid answers (orchestrator.run.journal)
     notes: list[str] = field(default_factory=list)  # what was done to fit the server's context, one line each
     cut_short: bool = False  # cut by the room the server left it: the caller may ask for its work in parts
-    estimated: bool = False  # some of its tokens were counted by the client, not reported by the server
 
     def ledger_row(self) -> dict:
         u = self.usage
@@ -67,7 +67,6 @@ class Answer(Generic[T]):
         self.request_ids += other.request_ids
         self.answers += other.answers
         self.notes += other.notes
-        self.estimated = self.estimated or other.estimated
 
 
 def tool_call_error(names: Sequence[str]) -> str:
@@ -104,7 +103,6 @@ def ask(llm: LLM, messages: list[Message], parse: Callable[[str], T], *, system:
         answer.calls += 1
         answer.last_text = reply.text
         answer.answers += list(getattr(reply, "answers", ()) or ())
-        answer.estimated = answer.estimated or reply.counted == "estimate"
         answer.notes = exchange.notes
         if reply.request_id:
             answer.request_ids.append(reply.request_id)
@@ -248,8 +246,8 @@ class _Exchange:
     def _fit(self) -> int:
         """The budget of the next request, in the form `_plan` picks (said once per form)."""
         if self.window is None or self.window.tokens is None:
-            self.room_limited = False
-            return self.wanted
+            self.room_limited = bool(self.window and self.window.output_cap and self.window.output_cap < self.wanted)
+            return min(self.wanted, self.window.output_cap or self.wanted) if self.window else self.wanted
         try:
             level, prompt, budget = self._plan(max(self.level, self.start))
         except ContextTooSmall:
@@ -300,16 +298,21 @@ class _Exchange:
         return self._bigger(budget)
 
     def _bigger(self, budget: int) -> bool:
-        """Whether a next request (this form, else a smaller one) gives the answer more than `budget`; if so,
-        the next request is that one."""
+        """Whether a next request (this form, else a smaller one) gives the answer more than `budget` (by
+        MORE_ROOM at least); if so, the next request is the first form that gives it what it wants, else the
+        first that gives it nearly the most room any form gives (each cut answer is paid for)."""
         if self.window is None or self.window.tokens is None:
             return self.wanted > budget
+        plans: list[tuple[int, int]] = []  # (form, budget) of each next request that gives more room
         for start in range(self.level, len(self.ladder)):
             try:
                 level, _, next_budget = self._plan(start)
             except ContextTooSmall:
-                return False
+                break
             if next_budget >= budget * MORE_ROOM and (level, next_budget, len(self.tail)) not in self._sent:
-                self.start = level
-                return True
-        return False
+                plans.append((level, next_budget))
+        if not plans:
+            return False
+        most = max(b for _, b in plans)
+        self.start = next(level for level, b in plans if b >= min(self.wanted, most * NEARLY))
+        return True
