@@ -299,7 +299,9 @@ def test_a_diff_that_creates_a_file_or_names_no_file_is_read_as_it_says():
     created = parse_edits("--- /dev/null\n+++ b/notes.py\n@@ -0,0 +1,2 @@\n+a = 1\n+b = 2\n")
     assert created == [Edit("notes.py", "", "a = 1\nb = 2\n")]
     with pytest.raises(EditFormatError, match=r"No SEARCH/REPLACE block was found"):
-        parse_edits("@@ -1 +1 @@\n-a\n+b\n")  # no +++ header: not a diff, not an edit
+        parse_edits("@@ -1 +1 @@\n-a\n+b\n")  # no file named: not a diff, not an edit
+    named = parse_edits("FILE: train.py\n```diff\n@@ -3,2 +3,2 @@\n-value_3 = 3\n+value_3 = 33\n value_4 = 4\n```\n")
+    assert apply_edits(named, {"train.py": FILE}).new_contents["train.py"] == FILE.replace("= 3\n", "= 33\n", 1)
 
 
 def test_lines_an_edit_changed_only_in_form_keep_their_old_text():

@@ -13,7 +13,8 @@ context and `+` lines what to put there, and its `@@ -N` line number where to lo
 are not trusted (models get them wrong): a hunk runs to the next hunk, file header or closing fence; a blank
 line inside a hunk is a blank context line. Placing it is `patch`'s way (orchestrator.llm.edits): the lines
 anywhere in the file, nearest to the stated line; then with up to two context lines dropped at each end.
-`--- /dev/null` creates the `+++` file. Paths lose git's `a/` and `b/`.
+`--- /dev/null` creates the `+++` file. Paths lose git's `a/` and `b/`; hunks after a `FILE: path` line with no
+`---`/`+++` header are that file's.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ _OLD = re.compile(r"^--- (?P<path>\S+)")
 _NEW = re.compile(r"^\+\+\+ (?P<path>\S+)")
 _HUNK = re.compile(r"^@@+ -(?P<old>\d+)(?:,\d+)? \+\d+(?:,\d+)? @@+|^@@+\s*@@*")
 _FENCE = re.compile(r"^\s*`{3,}")
+_FILE = re.compile(r"^[\s#*]*FILE:[\s*`]*(?P<path>[^\s*`]+)")
 _META = re.compile(r"^(diff --git |index |new file mode |deleted file mode |similarity index |rename |old mode |"
                    r"new mode |Binary files )")
 
@@ -39,9 +41,10 @@ class Hunk:
 
 
 def looks_like_diff(text: str) -> bool:
-    """Whether an answer holds a unified diff: a `+++` header followed by a hunk."""
+    """Whether an answer holds a unified diff: a hunk, and a `+++` header or a `FILE:` line naming its file."""
     lines = text.replace("\r\n", "\n").split("\n")
-    return any(_NEW.match(line) for line in lines) and any(line.startswith("@@") for line in lines)
+    named = any(_NEW.match(line) or _FILE.match(line) for line in lines)
+    return named and any(re.match(r"^@@+ -\d", line) for line in lines)
 
 
 def parse_unified(text: str) -> tuple[list[Hunk], list[str]]:
@@ -58,6 +61,11 @@ def parse_unified(text: str) -> tuple[list[Hunk], list[str]]:
             old_path = _path(_OLD.match(line)["path"])
             path = _path(_NEW.match(lines[i + 1])["path"])
             i += 2
+            continue
+        named = _FILE.match(line)
+        if named:
+            old_path, path = None, _path(named["path"])
+            i += 1
             continue
         hunk = _HUNK.match(line)
         if hunk:
