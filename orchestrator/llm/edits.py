@@ -178,10 +178,11 @@ def parse_files(text: str) -> list[FileBlock]:
     return blocks
 
 
-def read_files(text: str) -> tuple[list[FileBlock], list[str]]:
-    """The whole-file blocks an answer holds, and its format problems ("Line N: ..."), all of them."""
+def read_files(text: str, strays: list[str] | None = None) -> tuple[list[FileBlock], list[str]]:
+    """The whole-file blocks an answer holds, and its format problems ("Line N: ..."), all of them; with `strays`,
+    a code fence with no `FILE:` line (a sketch in the answer's prose) goes there instead of the problems."""
     blocks: list[FileBlock] = []
-    labelled, problems = _labelled_blocks(text, _FILE_LINE, "`FILE: path`")
+    labelled, problems = _labelled_blocks(text, _FILE_LINE, "`FILE: path`", strays)
     for raw, lineno, content in labelled:
         try:
             path = _clean_path(raw, lineno, WHOLE_FILE_FORMAT)
@@ -212,7 +213,8 @@ def _section_bodies(text: str, template_text: str, wanted: set[int]) -> dict[int
     """The code of each CUSTOMIZE section in `wanted` (numbers) that the answer sends; EditFormatError naming
     every problem: a section of `wanted` missing or sent twice, one not asked for, a bad label or marker line."""
     spots = holes(read_template(template_text))
-    labelled, problems = _labelled_blocks(text, _SECTION_LINE, "`CUSTOMIZE N: marker line`")
+    strays: list[str] = []  # fences with no label: a sketch in the prose, a problem only when a section is missing
+    labelled, problems = _labelled_blocks(text, _SECTION_LINE, "`CUSTOMIZE N: marker line`", strays)
     bodies: dict[int, tuple[int, str]] = {}  # number -> (line of its label, code)
     named: set[int] = set()  # numbers the answer gave, usable or not
     for label, lineno, content in labelled:
@@ -243,6 +245,7 @@ def _section_bodies(text: str, template_text: str, wanted: set[int]) -> dict[int
             bodies[number] = (lineno, code)
     missing = [str(n) for n in sorted(wanted) if n not in named]
     if missing:
+        problems += strays
         problems.append(f"CUSTOMIZE {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing from the "
                         f"answer; send {_numbers(wanted)}, each once.")
     if problems:
@@ -300,9 +303,11 @@ def format_error(problems: list[str], fmt: str, extra: str = "") -> EditFormatEr
                            + (f"{extra}\n\n" if extra else "") + _format_reminder(fmt))
 
 
-def _labelled_blocks(text: str, label: re.Pattern[str], what: str) -> tuple[list[tuple[str, int, str]], list[str]]:
+def _labelled_blocks(text: str, label: re.Pattern[str], what: str, strays: list[str] | None = None
+                     ) -> tuple[list[tuple[str, int, str]], list[str]]:
     """(label, line of the label, fenced content) for each label line followed by a code fence (blank lines
-    between are allowed), and every problem found ("Line N: ..."); reading goes on after a problem."""
+    between are allowed), and every problem found ("Line N: ..."); reading goes on after a problem. A fence
+    with no label goes to `strays` where it is given, else to the problems."""
     lines = _normalise(text).split("\n")
     blocks: list[tuple[str, int, str]] = []
     problems: list[str] = []
@@ -321,7 +326,8 @@ def _labelled_blocks(text: str, label: re.Pattern[str], what: str) -> tuple[list
             ticks = len(fence.group(1))
             end = _closing_fence(lines, i + 1, ticks)
             if pending is None:
-                problems.append(f"Line {lineno}: this code fence has no {what} line before it.")
+                (problems if strays is None else strays).append(
+                    f"Line {lineno}: this code fence has no {what} line before it.")
             elif end is None:
                 problems.append(f"Line {lineno}: the code fence opened here for {pending[0]} is never closed "
                                 f"(it needs a line of {ticks} or more backticks alone).")

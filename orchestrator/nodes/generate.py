@@ -74,10 +74,12 @@ def parse_outputs(step: Step, template_text: str) -> Callable[[str], dict[str, s
     def parse(text: str) -> dict[str, str]:
         if step.fills_template:
             return {step.outputs[0]: parse_sections(text, template_text)}
-        blocks, problems = read_files(text)
+        strays: list[str] = []  # fences with no FILE: line: a sketch in the prose, a problem only with a file missing
+        blocks, problems = read_files(text, strays)
         files = {block.path.rsplit("/", 1)[-1]: block.content for block in blocks}
         missing = [name for name in step.outputs if name not in files]
         if missing:
+            problems += strays
             problems.append(f"the answer must contain {', '.join(step.outputs)}; missing {', '.join(missing)}")
         if problems:
             raise format_error(problems, WHOLE_FILE_FORMAT)
