@@ -1,5 +1,6 @@
-"""A prompt's smaller forms (orchestrator.llm.fitting) and a reasoning model's thinking taken out of its answer
-(orchestrator.llm.reasoning), on the examples' own files."""
+"""A prompt's smaller forms (orchestrator.llm.fitting), on the examples' own files; a reasoning model's thinking
+taken out of its answer (orchestrator.llm.reasoning); a server's refusal for length read in its words; of a JSON
+draft and its correction, the correction."""
 
 from __future__ import annotations
 
@@ -78,3 +79,11 @@ def test_reasoning_blocks_are_taken_out_and_code_that_names_the_tags_is_left_alo
 ])
 def test_a_refusal_for_length_is_read_in_each_server_s_words(text: str, found):
     assert context_refusal(text) == found
+
+
+def test_of_a_draft_and_its_correction_the_answer_s_json_is_the_correction():
+    from orchestrator.llm.json_answer import json_object
+
+    answer = 'A first try:\n```json\n{"delivery": "config_file"}\n```\nNo: flags.\n```json\n{"delivery": "cli"}\n```\n'
+    assert json_object(answer, "the roles") == {"delivery": "cli"}
+    assert json_object('{"roles": {}}', "the roles") == {"roles": {}}
