@@ -1,7 +1,8 @@
 """A local coder model as researchers serve them: an OpenAI-compatible server with a context length, and a scripted
 model that answers like a reasoning coder model does.
 
-The server (`CoderServer`) speaks vLLM's dialect of the chat completions API on 127.0.0.1: `GET /v1/models` states
+The server (`CoderServer`) speaks vLLM's dialect of the chat completions API on 127.0.0.1 (and the Messages API at
+`POST /v1/messages`, with Anthropic's words for a request too long): `GET /v1/models` states
 `max_model_len`; every request's prompt is counted with a real tokenizer (the tiny model's byte-level BPE, through
 the tiny model's ChatML template: `<|im_start|>ROLE\\nCONTENT<|im_end|>\\n` per message and
 `<|im_start|>assistant\\n`), and a request whose prompt plus `max_tokens` exceeds the context is refused with
@@ -42,6 +43,8 @@ ASKS = {  # how each node's question starts (agent_prompts/) -> the transcript's
     "Step 3:": "generate_train", "Step 4:": "generate_launch", "Plan the formal training run": "formal_train",
     "The formal training run finished": "review", "The short training run of": "log_format",
 }
+ANTHROPIC_TOO_LONG = ("input length and `max_tokens` exceed context limit: {prompt} + {budget} > {context}, decrease "
+                      "input length or `max_tokens` and try again")
 VLLM_TOO_LONG = ("This model's maximum context length is {context} tokens. However, you requested {total} tokens "
                  "({prompt} in the messages, {budget} in the completion). Please reduce the length of the messages "
                  "or completion.")
@@ -177,12 +180,16 @@ class CoderServer:
             if request.method == "POST" and request.path == "/v1/chat/completions":
                 with self._lock:
                     return self._complete(json.loads(request.data))
+            if request.method == "POST" and request.path == "/v1/messages":
+                with self._lock:
+                    return self._message(json.loads(request.data))
             return Response(json.dumps({"error": {"message": "not found", "code": 404}}), status=404,
                             content_type="application/json")
 
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         self.server = make_server("127.0.0.1", 0, app, threaded=True)
         self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+        self.root = f"http://127.0.0.1:{self.server.server_port}"  # the Messages API's base URL
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
@@ -196,32 +203,12 @@ class CoderServer:
             + "<|im_start|>assistant\n"
 
     def _complete(self, body: dict) -> Response:
-        rendered = self.prompt_text(body)
-        prompt, budget, tag = self.count(rendered), int(body["max_tokens"]), asked_tag(body)
-        record = Request(tag, prompt, budget, reask=sum(m["role"] == "assistant" for m in body["messages"]) > 0,
-                         text=rendered)
-        self.requests.append(record)
-        if prompt + budget > self.context:
-            record.refused = True
-            message = VLLM_TOO_LONG.format(context=self.context, total=prompt + budget, prompt=prompt, budget=budget)
-            return Response(json.dumps({"object": "error", "message": message, "type": "BadRequestError",
+        """A chat completion (vLLM's wire)."""
+        outcome = self._answer(body)
+        if isinstance(outcome, str):
+            return Response(json.dumps({"object": "error", "message": outcome, "type": "BadRequestError",
                                         "param": None, "code": 400}), status=400, content_type="application/json")
-        try:
-            text = self.model.answer(tag, rendered)
-        except RuntimeError as error:
-            self.errors.append(f"{tag}: {error}")
-            return Response(json.dumps({"object": "error", "message": str(error), "type": "BadRequestError",
-                                        "code": 400}), status=400, content_type="application/json")
-        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
-        limit = min(budget, self.output_cap or budget)
-        finish = "stop"
-        if len(ids) > limit:
-            ids, finish = ids[:limit], "length"
-            text = self.tokenizer.decode(ids)
-        else:
-            self.model.used(tag)
-        record.output_tokens, record.finish = len(ids), finish
-        usage = {"prompt_tokens": prompt, "completion_tokens": len(ids), "total_tokens": prompt + len(ids)}
+        text, finish, usage = outcome
         message: dict[str, Any] = {"role": "assistant", "content": text}
         if self.model.tool_calls:
             message = {"role": "assistant", "content": None, "tool_calls": [{
@@ -234,6 +221,66 @@ class CoderServer:
             "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": 0, "model": self.served_as,
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             **({"usage": usage} if self.report_usage else {})}), content_type="application/json")
+
+    def _message(self, body: dict) -> Response:
+        """A Messages API message (Anthropic's wire): the same model, counted and limited the same way."""
+        def text(content: Any) -> str:
+            return content if isinstance(content, str) else "\n\n".join(block.get("text", "") for block in content)
+
+        system = body.get("system") or ""
+        chat = {"messages": ([{"role": "system", "content": text(system)}] if system else [])
+                + [{"role": m["role"], "content": text(m["content"])} for m in body["messages"]],
+                "max_tokens": body["max_tokens"]}
+        outcome = self._answer(chat, anthropic=True)
+        if isinstance(outcome, str):
+            return Response(json.dumps({"type": "error", "error": {"type": "invalid_request_error",
+                                                                    "message": outcome}}), status=400,
+                            content_type="application/json")
+        answer, finish, usage = outcome
+        stop = {"length": "max_tokens", "stop": "end_turn"}[finish]
+        counts = {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]}
+        message = {"id": f"msg_{len(self.requests)}", "type": "message", "role": "assistant", "model": self.served_as,
+                   "content": [{"type": "text", "text": answer}], "stop_reason": stop, "stop_sequence": None,
+                   "usage": counts}
+        if not body.get("stream"):
+            return Response(json.dumps(message), content_type="application/json")
+        events = [{"type": "message_start", "message": {**message, "content": [], "stop_reason": None,
+                                                        "usage": {**counts, "output_tokens": 1}}},
+                  {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                  {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": answer}},
+                  {"type": "content_block_stop", "index": 0},
+                  {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                   "usage": {"output_tokens": counts["output_tokens"]}},
+                  {"type": "message_stop"}]
+        return Response("".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events),
+                        content_type="text/event-stream")
+
+    def _answer(self, body: dict, anthropic: bool = False) -> tuple[str, str, dict] | str:
+        """(text, finish_reason, usage) of a chat request, or the refusal's message."""
+        rendered = self.prompt_text(body)
+        prompt, budget, tag = self.count(rendered), int(body["max_tokens"]), asked_tag(body)
+        record = Request(tag, prompt, budget, reask=sum(m["role"] == "assistant" for m in body["messages"]) > 0,
+                         text=rendered)
+        self.requests.append(record)
+        if prompt + budget > self.context:
+            record.refused = True
+            return (ANTHROPIC_TOO_LONG if anthropic else VLLM_TOO_LONG).format(
+                context=self.context, total=prompt + budget, prompt=prompt, budget=budget)
+        try:
+            text = self.model.answer(tag, rendered)
+        except RuntimeError as error:
+            self.errors.append(f"{tag}: {error}")
+            return str(error)
+        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        limit = min(budget, self.output_cap or budget)
+        finish = "stop"
+        if len(ids) > limit:
+            ids, finish = ids[:limit], "length"
+            text = self.tokenizer.decode(ids)
+        else:
+            self.model.used(tag)
+        record.output_tokens, record.finish = len(ids), finish
+        return text, finish, {"prompt_tokens": prompt, "completion_tokens": len(ids), "total_tokens": prompt + len(ids)}
 
     def _events(self, message: dict, finish: str, usage: dict) -> str:
         def chunk(delta: dict, finish_reason: str | None = None) -> dict:

@@ -5,7 +5,8 @@ its own, sends no `usage`, or answers with tool calls.
 
 The demo's whole pipeline on the Cleanup and Stag Hunt examples, one run each, asserted many ways: Cleanup with the
 model's own tokenizer at hand (its id is the tiny model's folder) and whole-file reformatting fixes; Stag Hunt with a
-hub id whose tokenizer is not here (tokens estimated, then taught by the server's counts) and diff fixes."""
+hub id whose tokenizer is not here (tokens estimated, then taught by the server's counts) and diff fixes. The same
+server and model through the Messages API (`anthropic:`), whose context the first refusal teaches."""
 
 from __future__ import annotations
 
@@ -224,3 +225,27 @@ def test_an_answer_that_comes_back_as_a_tool_call_is_named_as_one(tmp_path: Path
     assert "the server returned a tool call (write_file) instead of a text answer: start it without a tool-call " \
            "parser" in outcome.reason
     assert len(coder.requests) == 1  # asking again would get the same tool call
+
+
+def test_the_messages_api_path_takes_the_same_model_its_context_learned_from_its_refusal(
+        tmp_path: Path, tiny_model_dir: Path, monkeypatch):
+    ex = example("cleanup")
+    coder = CoderServer(CoderModel(ex, think=True), str(tiny_model_dir / "tokenizer.json"), served_as="claude-coder",
+                        context=CONTEXT)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "local")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", coder.root)
+    project = tmp_path / "project"
+    try:
+        outcome = start_run(project, llm="anthropic:claude-coder", run_id="r1", source_of_truth=ex.source_of_truth,
+                            until="generate_launch")
+    finally:
+        coder.close()
+
+    assert outcome.status == "done", outcome.reason
+    first, *rest = coder.requests
+    assert first.refused and not any(r.refused for r in rest)  # the first request taught the context
+    assert all(r.prompt_tokens + r.max_tokens <= CONTEXT for r in rest) and not any(r.reask for r in rest)
+    for file in GENERATED:
+        if file != "train.py":  # Step 3's recorded answer holds the demo's two faults
+            assert (project / "workspace/generated" / file).read_text() == (ex.reference / file).read_text(), file
+    assert outcome.state["roles"]["delivery"] == "cli"
