@@ -11,8 +11,6 @@ server and model through the Messages API (`anthropic:`), whose context the firs
 from __future__ import annotations
 
 import json
-import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
