@@ -107,6 +107,8 @@ def run(
     max_attempts: int = typer.Option(5, help="fix attempts per failing check before the run is blocked"),
     max_answer_tokens: int = typer.Option(MAX_ANSWER_TOKENS, help="the most output tokens one LLM answer may use "
                                                                   "(below a local server's context length)"),
+    max_context: Optional[int] = typer.Option(None, help="the LLM server's context length in tokens, prompt and "
+                                                         "answer (default: as the server or model config says)"),
     check_model: str = typer.Option("", help="model for the runtime check; default: the tiny agent, a tiny "
                                           "local model warm-started on the generated game's turns"),
     check_episodes: int = typer.Option(10, help="episodes of the runtime check's short training run"),
@@ -134,7 +136,7 @@ def run(
     from orchestrator.base.workspace import WorkspaceError
 
     limits = Limits(max_cost_usd=max_cost, max_tokens=max_tokens, max_attempts_per_check=max_attempts,
-                    max_answer_tokens=max_answer_tokens)
+                    max_answer_tokens=max_answer_tokens, max_context_tokens=max_context)
     spec = RuntimeCheckSpec(model=check_model, real_model=check_model not in ("", TINY_AGENT),
                             episodes=check_episodes)
     formal = FormalSpec(model=formal_model, pinned=_pinned_values(formal_set), use_slurm=slurm,
@@ -158,6 +160,7 @@ def resume(
     max_tokens: Optional[int] = typer.Option(None, help="a new token cap"),
     llm: Optional[str] = typer.Option(None, help="switch the LLM backend"),
     max_answer_tokens: Optional[int] = typer.Option(None, help="a new most output tokens for one LLM answer"),
+    max_context: Optional[int] = typer.Option(None, help="the LLM server's context length in tokens"),
     sbatch_option: list[str] = SbatchOption,
     project_root: Path = RootOption,
 ) -> None:
@@ -169,6 +172,7 @@ def resume(
         with _progress() as on_event:
             outcome = resume_run(project_root, run_id, from_node=from_node, max_cost_usd=max_cost,
                                  max_tokens=max_tokens, llm=llm, max_answer_tokens=max_answer_tokens,
+                                 max_context=max_context,
                                  sbatch_options=_sbatch_options(sbatch_option),
                                  on_event=on_event)
     except (SetupError, WorkspaceError) as exc:

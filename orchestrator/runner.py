@@ -50,6 +50,7 @@ from orchestrator.run.journal import Journal, journaled
 from orchestrator.base.files import write_atomic
 from orchestrator.run.limits import RunStopped
 from orchestrator.llm import MAX_ANSWER_TOKENS, PRICES_FILE, Backend, LLMError, Reply, load_prices, make_llm
+from orchestrator.llm.context import MIN_CONTEXT_TOKENS
 from orchestrator.llm.reported import ReportedLLM, call_line
 from orchestrator.page import Pipeline, write_page
 from orchestrator.training.plots import curves_section
@@ -101,6 +102,8 @@ def check_limits(limits: Limits) -> None:
         raise SetupError(f"--max-attempts must be 1 or more, got {limits.max_attempts_per_check}")
     if not 1 <= limits.max_answer_tokens <= MAX_ANSWER_TOKENS:
         raise SetupError(f"--max-answer-tokens must be from 1 to {MAX_ANSWER_TOKENS}, got {limits.max_answer_tokens}")
+    if limits.max_context_tokens is not None and limits.max_context_tokens < MIN_CONTEXT_TOKENS:
+        raise SetupError(f"--max-context must be at least {MIN_CONTEXT_TOKENS} tokens, got {limits.max_context_tokens}")
 
 
 
@@ -184,7 +187,7 @@ def _llm_or_setup_error(spec: str, root: Path, limits: Limits, **kwargs: Any) ->
     a bad price table is bad input (SetupError)."""
     try:
         return make_llm(spec, prices=load_prices(root / PRICES_FILE), max_output_tokens=limits.max_answer_tokens,
-                        **kwargs)
+                        max_context=limits.max_context_tokens, **kwargs)
     except LLMError as exc:
         raise SetupError(str(exc)) from exc
 
@@ -216,10 +219,23 @@ def make_context(settings: RunSettings, on_event: Callable[[str], None],
                          tokens=reply.usage.total_tokens, cost_usd=reply.cost_usd,
                          extra={"backend": reply.backend, "model": reply.model, "request_id": reply.request_id,
                                 "stop_reason": reply.stop_reason}))
+        if reply.reasoning:
+            log.record(Event(settings.run_id, tag or "llm", "llm_reasoning",
+                             "the model's reasoning, taken out of its answer before it was read; never applied",
+                             reply.reasoning))
+
+    def on_note(tag: str, line: str) -> None:
+        log.record(Event(settings.run_id, tag or "llm", "llm_fit", "every request must fit the server's context",
+                         line))
+        on_event(f"{tag}: {line}")
 
     spec = llm_paths(settings.llm, to_disk, root)  # as run.json has it: the same in a copied project
     inner = _llm_or_setup_error(settings.llm, root, Limits(**settings.limits), answered=journal.answered(spec),
                                 on_retry=on_retry)
+    try:
+        inner.preflight()  # what the server says of itself (its context length) is this backend's to know
+    except LLMError as exc:
+        raise SetupError(str(exc)) from exc
     workspace = Workspace.open(root / "workspace", create=create_workspace)
     workspace.on_commit = lambda sha, parent, node, attempt, branch: journal.append(
         "commit", sha=sha, parent=parent, node=node, attempt=attempt, branch=branch)
@@ -228,7 +244,7 @@ def make_context(settings: RunSettings, on_event: Callable[[str], None],
         f"not committed: {', '.join(files)}"))
     return RunContext(run_id=settings.run_id, project_root=root, source_of_truth=Path(settings.source_of_truth),
                       run_dir=settings.run_dir, workspace=workspace,
-                      llm=journaled(ReportedLLM(inner, on_reply), journal, spec, ledger or {}), log=log,
+                      llm=journaled(ReportedLLM(inner, on_reply, on_note), journal, spec, ledger or {}), log=log,
                       limits=Limits(**settings.limits), runtime_check=RuntimeCheckSpec(**settings.runtime_check),
                       formal=FormalSpec(**settings.formal), fresh=settings.fresh, on_event=on_event, journal=journal)
 
@@ -273,9 +289,16 @@ def start_run(project_root: Path, *, llm: str, source_of_truth: Path | None = No
         settings.status = "running"
         settings.save()
         ctx.log.record(Event(settings.run_id, "run", "start", "python -m orchestrator run",
-                             f"llm={llm} ({backend.label}; {backend.price_note}); source of truth {source}; "
+                             f"llm={llm} ({backend.label}; {backend.price_note}{_context_said(backend)}); "
+                             f"source of truth {source}; "
                              f"limits {asdict(limits)}"))
         return _drive(settings, ctx, _first_input(settings), thread(settings.run_id))
+
+
+def _context_said(backend: Backend) -> str:
+    """The server's context length, where the backend knows it, for the run's first line."""
+    window = getattr(backend, "window", None)
+    return f"; a {window.describe()}" if window is not None and window.tokens else ""
 
 
 def _first_input(settings: RunSettings) -> RunState:
@@ -284,13 +307,15 @@ def _first_input(settings: RunSettings) -> RunState:
 
 def resume_run(project_root: Path, run_id: str, *, from_node: str | None = None,
                max_cost_usd: float | None = None, max_tokens: int | None = None, llm: str | None = None,
-               max_answer_tokens: int | None = None, sbatch_options: tuple[str, ...] = (),
+               max_answer_tokens: int | None = None, max_context: int | None = None,
+               sbatch_options: tuple[str, ...] = (),
                on_event: Callable[[str], None] = lambda line: None) -> RunOutcome:
     project_root = project_root.resolve()
     settings = RunSettings.load(project_root, run_id)
     settings.formal["sbatch_options"] = merged_options(settings.formal.get("sbatch_options") or (), sbatch_options)
     raised = {k: v for k, v in (("max_cost_usd", max_cost_usd), ("max_tokens", max_tokens),
-                                ("max_answer_tokens", max_answer_tokens)) if v is not None}
+                                ("max_answer_tokens", max_answer_tokens), ("max_context_tokens", max_context))
+              if v is not None}
     limits = replace(Limits(**settings.limits), **raised)
     check_limits(limits)
     settings.limits = asdict(limits)

@@ -151,7 +151,7 @@ class JournaledLLM:
         record = self.journal.append(
             "llm_answer", tag=tag, llm=self.spec, request=key, text=reply.text, usage=asdict(reply.usage),
             cost_usd=reply.cost_usd, backend=reply.backend, model=reply.model, request_id=reply.request_id,
-            stop_reason=reply.stop_reason)
+            stop_reason=reply.stop_reason, tool_calls=list(reply.tool_calls), counted=reply.counted)
         return _folded(record, carried)
 
 
@@ -162,7 +162,8 @@ def _folded(record: dict[str, Any], carried: list[dict[str, Any]]) -> Reply:
         usage, cost = usage + Usage(**old["usage"]), cost + old["cost_usd"]
     return Reply(text=record["text"], usage=usage, cost_usd=cost, model=record.get("model") or "",
                  request_id=record.get("request_id"), stop_reason=record.get("stop_reason"),
-                 answers=(*(o["seq"] for o in carried), record["seq"]), backend=record.get("backend") or "")
+                 answers=(*(o["seq"] for o in carried), record["seq"]), backend=record.get("backend") or "",
+                 tool_calls=tuple(record.get("tool_calls") or ()), counted=record.get("counted") or "")
 
 
 def journaled(inner: LLM, journal: Journal, spec: str, ledger: dict[str, dict[str, Any]]) -> JournaledLLM:

@@ -61,6 +61,7 @@ class Limits:
     max_tokens: int | None = None
     max_attempts_per_check: int = 5  # fix attempts per failing check before the run is blocked
     max_answer_tokens: int = MAX_ANSWER_TOKENS  # the output budget one answer may reach (a local server's context)
+    max_context_tokens: int | None = None  # the server's context length, prompt and answer (None: as it says)
 
 
 @dataclass
