@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from orchestrator.training.census import Census, TrainingFindings, census_env, read_census, read_training_check
-from orchestrator.sources.config_file import accepted_values, load_config_class
+from orchestrator.sources.config_file import accepted_values, read_config
 from orchestrator.base.execution import (ExecutionResult, execute, exit_after_done, last_traceback, launcher_failures,
                                     own_tracebacks, rank_errors, strip_progress_bars, tail)
 from orchestrator.faults import CODE, ENVIRONMENT, Cause, cause_of
@@ -387,12 +387,13 @@ def free_port() -> int:
 
 
 def short_run_values(values: dict[str, object], config_path: Path) -> tuple[dict[str, object], list[str]]:
-    """The short run's values that the config's own validation accepts (all of them when it cannot load)."""
+    """The short run's values that the config's own validation accepts (all of them when it cannot load), judged
+    in a fresh interpreter: the generated config never runs in this one."""
     try:
-        config_cls = load_config_class(config_path)
-    except Exception:  # a broken config is the run's evidence, not the orchestrator's crash
+        config = read_config(config_path)
+    except ValueError:  # a broken config is the run's evidence, not the orchestrator's crash
         return values, []
-    return accepted_values(config_cls, values)
+    return accepted_values(config, values)
 
 
 def unset_roles_note(roles: ConfigRoles) -> str:

@@ -144,14 +144,14 @@ def test_a_failure_after_done_is_told_apart_from_a_code_error(generated_dir: Pat
                                                                done: bool, passed: bool, shown: str):
     from conftest import ROOT
 
-    from orchestrator.sources.config_file import field_kinds, load_config_class
+    from orchestrator.sources.config_file import read_config
     from orchestrator.demo import example, recorded_roles
     from orchestrator.sources.roles import validate_roles
 
     stderr = Path(__file__).parent / "fixtures" / fixture
     (generated_dir / "launch_training.sh").write_text(FAILING_LAUNCH.format(
         done="echo 'done updates=2' >> \"$LOG/train.logs\"" if done else "", stderr=stderr))
-    kinds = field_kinds(load_config_class(ROOT / "source_of_truth" / "grpo_config.py"))
+    kinds = read_config(ROOT / "source_of_truth" / "grpo_config.py").kinds
     roles = validate_roles(recorded_roles(example("cleanup")), kinds, cli_possible=True)
     result = run_runtime_check(generated_dir, RuntimeCheckSpec(model="tiny", real_model=False), roles,
                                tmp_path / "check")

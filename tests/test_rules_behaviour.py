@@ -442,9 +442,11 @@ def with_header(folder: Path) -> None:
 
 
 def array_before_args(folder: Path) -> None:
+    """Site defaults before "$@", in an array and written out (`--report_to none --save_interval 50 "$@"`): the
+    orchestrator's values reach train.py last, so they win."""
     edit_file(folder, "launch_training.sh", lambda t: t.replace("set -euo pipefail", (
         f"set -euo pipefail\nEXTRA=(--{cap_field(folder)} 8)\nNP_FOUND=yes"), 1).replace(
-        'train.py "$@"', 'train.py "${EXTRA[@]}" "$@"'))
+        'train.py "$@"', f'train.py "${{EXTRA[@]}}" --{role(folder, "model")} site-default-model "$@"'))
 
 
 # ---------------------------------------------------------------- the launch script, run with recorders
@@ -841,10 +843,10 @@ for obj in gc.get_objects():
 
 
 def example_roles(name: str, source: Path):
-    from orchestrator.sources.config_file import field_kinds, load_config_class
+    from orchestrator.sources.config_file import read_config
     from orchestrator.sources.roles import validate_roles
 
-    kinds = field_kinds(load_config_class(source / "grpo_config.py"))
+    kinds = read_config(source / "grpo_config.py").kinds
     return validate_roles(recorded_roles(example(name)), kinds, cli_possible=True)
 
 

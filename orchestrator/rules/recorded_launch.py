@@ -2,7 +2,7 @@
 tools answering for N GPUs, `python`, `accelerate`, `torchrun` and `deepspeed` replaced by recorders and
 `srun` running its command as the job's first task, so what starts train.py, and with what, is read off
 the recorded command, whatever the script hides in variables, arrays, heredocs, functions or branches.
-It runs four times: with 1 and 2 GPUs and no scheduler (SLURM's variables cleared, as a direct
+It runs five times: with no GPU, 1 and 2 GPUs and no scheduler (SLURM's variables cleared, as a direct
 `bash launch_training.sh` sees it), then as the batch script of a one-node and of a two-node SLURM job
 (SLURM_JOB_ID, SLURM_NNODES, SLURM_JOB_NODELIST, SLURM_GPUS_ON_NODE, ... set, `scontrol` answering).
 
@@ -45,7 +45,7 @@ from pathlib import Path
 from orchestrator.rules.violation import Violation
 
 NAME = "launch_training.sh"
-GPU_COUNTS = (1, 2)
+GPU_COUNTS = (0, 1, 2)  # 0: the CPU path, which the runtime check takes
 SLURM_NODES = (1, 2)  # the SLURM jobs recorded, by node count; each node has the most GPUs of GPU_COUNTS
 RECORDED_PROGRAMS = ("python", "python3", "accelerate", "accelerate-launch", "torchrun", "deepspeed", "mpirun")
 QUIET_PROGRAMS = ("module", "ml", "sbatch", "sinfo", "squeue", "scancel")  # nothing to load or submit here
