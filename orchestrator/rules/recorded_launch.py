@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.rules.violation import Violation
+from orchestrator.training.slurm_job import SRUN, slurm_environment
 
 NAME = "launch_training.sh"
 GPU_COUNTS = (0, 1, 2)  # 0: the CPU path, which the runtime check takes
@@ -54,7 +55,6 @@ ACCELERATE = re.compile(r"(^|\s)accelerate\s+launch(\s|$)|(^|\s)accelerate-launc
                         r"|accelerate_cli\s+launch")
 DOCUMENTED_LAUNCHERS = {"torchrun": re.compile(r"(^|\s)torchrun(\s|$)|torch\.distributed\.run"),
                         "deepspeed": re.compile(r"(^|\s)deepspeed(\s|$)")}
-JOB_ID = "4242"
 
 RECORDER = """#!/usr/bin/env bash
 # records the command it stands in for; answers the usual GPU questions asked through python -c
@@ -75,21 +75,6 @@ for arg in "$@"; do
     previous="${arg}"
 done
 exit 0
-"""
-
-SRUN = """#!/usr/bin/env bash
-# runs its command as the job's first task (node 0), once srun's own options are passed over
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --) shift; break ;;
-        --*=*|-[A-Za-z]?*) shift ;;
-        -*) if [ $# -gt 1 ] && ! command -v "$2" >/dev/null 2>&1 && [ ! -e "$2" ]; then shift 2; else shift; fi ;;
-        *) break ;;
-    esac
-done
-[ $# -gt 0 ] || exit 0
-export SLURM_NODEID=0 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_STEP_ID=0
-exec "$@"
 """
 
 SCONTROL = """#!/usr/bin/env bash
@@ -218,25 +203,6 @@ def record_launch(folder: Path, args: list[str], gpus: int, timeout_s: float = 3
                          if not (work / name).is_file() or (work / name).read_bytes() != data)
         return RecordedLaunch(gpus, commands, returncode, stderr.decode(errors="replace")[-2000:], changed, nodes,
                               configs)
-
-
-def slurm_environment(nodes: int, gpus: int, submit_dir: Path) -> dict[str, str]:
-    """What SLURM sets for the batch script of a job of `nodes` nodes (one task each, `gpus` GPUs each), as its
-    first node sees it."""
-    nodelist = "node1" if nodes == 1 else f"node[1-{nodes}]"
-    per_node = (lambda value: str(value)) if nodes == 1 else (lambda value: f"{value}(x{nodes})")
-    env = {"SLURM_JOB_ID": JOB_ID, "SLURM_JOBID": JOB_ID, "SLURM_JOB_NAME": "grpo", "SLURM_JOB_PARTITION": "gpu",
-           "SLURM_CLUSTER_NAME": "recorded", "SLURM_SUBMIT_DIR": str(submit_dir), "SLURM_SUBMIT_HOST": "login1",
-           "SLURM_NNODES": str(nodes), "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_NODELIST": nodelist,
-           "SLURM_JOB_NODELIST": nodelist, "SLURM_NODEID": "0", "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
-           "SLURMD_NODENAME": "node1", "SLURM_TOPOLOGY_ADDR": "node1", "SLURM_NTASKS": str(nodes),
-           "SLURM_NPROCS": str(nodes), "SLURM_NTASKS_PER_NODE": "1", "SLURM_TASKS_PER_NODE": per_node(1),
-           "SLURM_CPUS_ON_NODE": "8", "SLURM_CPUS_PER_TASK": "8", "SLURM_JOB_CPUS_PER_NODE": per_node(8),
-           "SLURM_MEM_PER_NODE": "65536"}
-    if gpus:
-        env |= {"SLURM_GPUS_ON_NODE": str(gpus), "SLURM_GPUS_PER_NODE": str(gpus),
-                "SLURM_JOB_GPUS": ",".join(map(str, range(gpus)))}
-    return env
 
 
 def _tool(path: Path, text: str) -> None:

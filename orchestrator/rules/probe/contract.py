@@ -25,6 +25,8 @@ The rules, each the running side of a line of the brief (game.py, effects.py and
 - config-written-at-run-time ("Set configs via grpo_config.py or cmd parameters"): the CUSTOMIZE code the
   probe runs with a config leaves every field of it as it was.
 - observation-to-text: `observation_to_text(game, 0)` returns text with at least one coordinate pair.
+- source-file-written (protect.py): nothing the generated code runs, its imports included, writes a file of the
+  source of truth; the write is refused.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from orchestrator.rules.probe.game import (check_game, choose, default_recipe, d
                                            env_base, find_factory, game_instance, import_apart, learn_play,
                                            reference_positions, start_recipe, training_game)
 from orchestrator.rules.probe.generic import TEMPLATE_MODULE, Reference
+from orchestrator.rules.probe.protect import protect
 from orchestrator.rules.probe.values import (call, canonical, coordinate_pairs, differences, digest, show_path,
                                              violation)
 
@@ -157,6 +160,7 @@ def check_config(config_cls: Any) -> list[dict]:
 def probe(folder: str, plan: dict[str, Any]) -> dict:
     sys.path.insert(0, folder)
     os.chdir(folder)
+    guard = protect(folder)  # refused from the first import on: the folder is the workspace's own
     notes: list[str] = []
     modules, problems = protected_modules(folder)
     before = {name: snapshot(module) for name, module in modules.items()}
@@ -179,7 +183,7 @@ def probe(folder: str, plan: dict[str, Any]) -> dict:
     if "import_failed" in loaded:
         return loaded
     if plan.get("import_only"):
-        return {"violations": problems, "note": "imported only"}
+        return {"violations": problems + guard.violations("while it was imported"), "note": "imported only"}
     known: set[tuple[str, str]] = set()
     problems += patched(before, modules, "importing the generated modules", known)
     config_cls = getattr(modules["grpo_config"], CONFIG_CLASS, None)
@@ -205,7 +209,7 @@ def probe(folder: str, plan: dict[str, Any]) -> dict:
         problems.append(violation("protected-module-patched", "env_move.py",
                                   f"the generated code replaced {', '.join(replaced[:5])}, which env_move relies on; "
                                   f"changing what the game runs on changes the game: leave those modules as they are"))
-    return {"violations": problems, "note": "; ".join(notes)}
+    return {"violations": problems + guard.violations("while it was imported and probed"), "note": "; ".join(notes)}
 
 
 def behaviour(modules: dict[str, types.ModuleType], loaded: dict[str, types.ModuleType],
