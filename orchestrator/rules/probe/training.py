@@ -16,7 +16,8 @@ it found, as violations of the same rules, to the findings file the runtime chec
 comparison, so that a process without any is seen (census.py: "the training check did not run").
 
 It never breaks the run: it writes nothing to the run's stdout or stderr (file descriptors 1 and 2 point at
-/dev/null while it works, the stream objects the GENERIC code holds stay the same), silences warnings while it
+/dev/null while it works, the stream objects the GENERIC code holds stay the same), adds no logging handler (those
+the template's module code adds when imported apart are taken off again), silences warnings and logging while it
 calls functions, leaves the random generators as they were, refuses writes only to its own calls
 (values.guard_this_thread_only) and to the source-of-truth files, and its own errors become a note in the findings
 instead of an exception. Its own instruments (its step hook, its gc callback) are in place before the reference
@@ -33,6 +34,7 @@ import functools
 import gc
 import inspect
 import json
+import logging
 import os
 import random
 import sys
@@ -81,10 +83,32 @@ def flush_streams() -> None:
 
 @contextlib.contextmanager
 def calling() -> Iterator[None]:
-    """Around each call of a GENERIC function: silenced, warnings too."""
-    with silenced(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
+    """Around each call of a GENERIC function: silenced, warnings and logging too (a handler the training set up
+    may write to a file, train.logs itself)."""
+    disabled = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        with silenced(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(disabled)
+
+
+def logging_handlers() -> dict[int, tuple[logging.Logger, list[logging.Handler]]]:
+    """Every logger's handlers, by logger."""
+    loggers = [logging.root, *(v for v in list(logging.root.manager.loggerDict.values())
+                               if isinstance(v, logging.Logger))]
+    return {id(logger): (logger, list(logger.handlers)) for logger in loggers}
+
+
+def drop_new_handlers(before: dict[int, tuple[logging.Logger, list[logging.Handler]]]) -> None:
+    """Take off the loggers the handlers added since `before`: the template's module code, run apart, adds its
+    handlers to the same loggers train.py's will (loggers are global), and each line would be written twice."""
+    for key, (logger, handlers) in logging_handlers().items():
+        kept = before.get(key, (logger, []))[1]
+        for handler in [h for h in handlers if h not in kept]:
+            logger.removeHandler(handler)
 
 
 @contextlib.contextmanager
@@ -342,7 +366,9 @@ def start(plan_path: str, findings: str) -> None:
         started = time.process_time()
         # not silenced: what the template's module code sets up (a logging handler on stdout, warning filters)
         # must hold the run's own streams and filters, as when train.py runs that code
+        handlers = logging_handlers()
         template = import_template(plan["template"], folder)
+        drop_new_handlers(handlers)
         imported = time.process_time()
         check = TrainingCheck(None, None, guard, folder, findings, {})  # type: ignore[arg-type]
         hooked = step_hook(check)  # before the reference: the hook it adds to torch's table is the check's own
