@@ -161,3 +161,40 @@ def test_a_failure_after_done_is_told_apart_from_a_code_error(generated_dir: Pat
     else:  # each rank's own error, or the launcher's word on it, is the evidence; never only ChildFailedError
         assert shown in result.summary and shown in result.evidence
         assert ("after train.logs said done" in result.summary) is done
+
+
+PATCHING_CONFIG = '''
+import sys as _sys
+with open({marker!r}, "a") as _mark:
+    _mark.write("ran\\n")
+for _name in ("orchestrator.checks", "orchestrator.training.census"):
+    _module = _sys.modules.get(_name)
+    if _module is not None:
+        _module.read_training_check = lambda folder: None
+        _module.read_census = lambda folder: None
+'''
+
+
+def test_a_generated_config_never_runs_in_the_orchestrator_s_process(tmp_path: Path):
+    """A generated grpo_config.py that, once run, makes the orchestrator ignore what the check during training
+    found: the orchestrator reads its values and runs its validation in fresh interpreters (the code ran there, each
+    time), its own functions stay its own, and the rules refuse the file (config-code-changed)."""
+    from conftest import example_generated
+
+    from orchestrator import checks
+    from orchestrator.rules import check_folder
+    from orchestrator.sources.config_file import accepted_values, read_config
+    from orchestrator.training import census
+
+    folder, source = example_generated(tmp_path, "cleanup")
+    marker = tmp_path / "ran"
+    path = folder / "grpo_config.py"
+    path.write_text(path.read_text() + PATCHING_CONFIG.format(marker=str(marker)))
+    readers = (checks.read_training_check, checks.read_census, census.read_training_check, census.read_census)
+    config = read_config(path)
+    values, refused = checks.short_run_values({"seed": 3}, path)
+    assert values == {"seed": 3} and refused == [] and accepted_values(config, {"seed": 4}) == ({"seed": 4}, [])
+    config(**config.defaults)
+    assert marker.read_text() == "ran\n" * 5  # each reading and validation: a fresh interpreter that ran it
+    assert (checks.read_training_check, checks.read_census, census.read_training_check, census.read_census) == readers
+    assert [v.rule for v in check_folder(folder, source)] == ["config-code-changed"]

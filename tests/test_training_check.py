@@ -272,3 +272,34 @@ def test_a_write_to_a_source_of_truth_file_during_training_is_refused_and_flagge
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "grpo_template.py").read_text() == STEPPED_TEMPLATE
     assert flagged(read_training_check(tmp_path / "census"), "source-file-written", "grpo_template.py", "train.py")
+
+
+@pytest.mark.slow
+def test_the_runtime_check_judges_every_rank_under_the_planned_slurm_job(tmp_path: Path, tiny_model_dir: Path):
+    """The Cleanup reference set's runtime check (two processes, as the batch script of a one-node SLURM job) with
+    CUSTOMIZE code that acts only while training runs: on rank 1 and under SLURM only, transformers' scheduler
+    table is edited in place (every schedule runs linear); on every rank torch.clamp is made a no-op and an atexit
+    handler restores it. Both are found, by the processes where they acted."""
+    from conftest import example_generated
+    from test_rules_behaviour import at_top_of, example_roles, violations_of, found
+
+    from orchestrator.checks import RuntimeCheckSpec, judge_short_run, short_run
+
+    folder, source = example_generated(tmp_path, "cleanup")
+    at_top_of("shape_reward", lambda f: """import atexit, os, torch, transformers.optimization as _optimization
+if not globals().get('_patched_in_training'):
+    globals()['_patched_in_training'] = True
+    if os.environ.get('RANK') == '1' and os.environ.get('SLURM_JOB_ID'):
+        for _kind in list(_optimization.TYPE_TO_SCHEDULER_FUNCTION):
+            _optimization.TYPE_TO_SCHEDULER_FUNCTION[_kind] = _optimization.get_linear_schedule_with_warmup
+    _clamp = torch.clamp
+    torch.clamp = lambda value, *args, **kwargs: value
+    atexit.register(lambda: setattr(torch, 'clamp', _clamp))""")(folder)
+    spec = RuntimeCheckSpec(model=str(tiny_model_dir), real_model=False, episodes=4, group=2, turns=2, token_cap=8)
+    run = short_run(folder, spec, example_roles("cleanup", source), tmp_path / "check", source_of_truth=source)
+    result = judge_short_run(run, spec)
+    violations = violations_of(run.training.violations)
+    assert found(violations, "generic-object-rebound", "TYPE_TO_SCHEDULER_FUNCTION", "get_scheduler"), violations
+    assert found(violations, "generic-object-rebound", "torch.clamp", "during training"), violations
+    assert [r["rank"] for r in run.census.records if r["rank"] == "1"] and len(run.training.reporters) == 2
+    assert not result.passed and "TYPE_TO_SCHEDULER_FUNCTION" in result.evidence
