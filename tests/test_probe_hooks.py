@@ -20,7 +20,7 @@ from conftest import edit_file, example_generated, into_first_hole
 from test_rules_behaviour import (EXAMPLES, append, at_top_of, dispatch, factory, function_node, in_dispatch,
                                   in_factory, learned, missing_findings, probe, read, role, setter_and_action)
 
-from orchestrator.rules.dynamic import customize_callables
+from orchestrator.rules.dynamic import customize_callables, customize_classes
 
 
 def shaper(folder: Path) -> str | None:
@@ -164,14 +164,37 @@ def machine_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
             *([("reward-not-a-function", ("state that other code keeps",))] if shaper(folder) else [])]
 
 
-GROUPS = {"hooks": hooks_group, "history": history_group, "machine": machine_group}
-FAST = {("cleanup", "hooks"), ("cleanup", "history"), ("spread", "machine")}
+def logging_method(folder: Path) -> str | None:
+    """The method of a CUSTOMIZE class of train.py that writes one dict of metrics per update, where the template
+    leaves logging to the CUSTOMIZE code (Stag Hunt's RunLogger.log_update)."""
+    text = read(folder, "train.py")
+    classes = [n for n in ast.parse(text).body if isinstance(n, ast.ClassDef) and n.name in customize_classes(text)]
+    return next((m.name for c in classes for m in c.body if isinstance(m, ast.FunctionDef) and "update" in m.name),
+                None)
+
+
+def logging_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
+    """A logger that writes a NaN loss as 0.0 and caps the invalid-action rate at 1."""
+    method = logging_method(folder)
+    if method is None:
+        return []
+    metrics = parameters(folder, method)[0]
+    at_top_of(method, lambda f: f"{metrics} = dict({metrics})\nfor _key, _value in list({metrics}.items()):\n"
+                                f"    if isinstance(_value, float) and _value != _value:\n        {metrics}[_key] = 0.0\n"
+                                f"    elif 'invalid' in _key:\n        {metrics}[_key] = min(_value, 1.0)")(folder)
+    return [("log-values-changed", (method, "nan"))]
+
+
+GROUPS = {"hooks": hooks_group, "history": history_group, "machine": machine_group, "logging": logging_group}
+FAST = {("cleanup", "hooks"), ("cleanup", "history"), ("spread", "machine"), ("staghunt", "logging")}
 
 
 @pytest.mark.parametrize("name,group", [pytest.param(n, g, marks=() if (n, g) in FAST else pytest.mark.slow)
-                                        for n in EXAMPLES for g in sorted(GROUPS)])
+                                        for n in EXAMPLES for g in sorted(GROUPS) if (n, g) != ("cleanup", "logging")
+                                        and (n, g) != ("spread", "logging")])
 def test_one_probe_run_flags_each_mutant_of_the_group(tmp_path: Path, name: str, group: str) -> None:
     folder, source = example_generated(tmp_path, name)
     expected = GROUPS[group](folder)
+    assert expected
     violations = probe(folder, source)
     assert not missing_findings(violations, expected), "\n".join(map(str, violations))

@@ -68,9 +68,10 @@ def probe_plan(folder: Path, source_of_truth: Path | None = None) -> dict:
     except (OSError, SyntaxError, TemplateError, ValueError):
         pass  # an unreadable template is reported before any run; the probe then compares no GENERIC code
     try:
-        plan["customize_callables"] = customize_callables((folder / "train.py").read_text())
+        text = (folder / "train.py").read_text()
+        plan["customize_callables"], plan["customize_classes"] = customize_callables(text), customize_classes(text)
     except (OSError, SyntaxError, TemplateError, ValueError):
-        plan["customize_callables"] = []
+        plan["customize_callables"], plan["customize_classes"] = [], []
     return plan
 
 
@@ -187,3 +188,10 @@ def customize_callables(text: str) -> list[str]:
             found += [f"{node.name}.{s.name}" for s in node.body if isinstance(s, ast.FunctionDef)
                       and kinds.get(s.lineno) == CUSTOMIZE]
     return sorted(found, key=lambda n: n.rpartition(".")[2].startswith("_"))
+
+
+def customize_classes(text: str) -> list[str]:
+    """train.py's classes written in CUSTOMIZE sections (a logger, a reward tracker)."""
+    kinds = kinds_by_line(read_sections(text))
+    return [node.name for node in ast.parse(text).body
+            if isinstance(node, ast.ClassDef) and kinds.get(node.lineno) == CUSTOMIZE]
