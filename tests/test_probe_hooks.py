@@ -91,7 +91,8 @@ PEEK = '''def _peek(obj, depth=0):
 def hooks_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
     """The reward read from a side file; the observation hook that sets an action on the game; a helper that
     counts its calls at module level; a helper that acts for another agent from turn 12 on (only a whole episode
-    reaches it); a dispatch that retries a refused call with repaired arguments."""
+    reaches it); a dispatch that retries a refused call with repaired arguments; helpers.py that opens env_move.py
+    for writing when imported, by a path no text spells."""
     setter, action = setter_and_action(folder)
     game, agent = parameters(folder, formatter(folder))[:2]
     in_shaper(lambda f: "try:\n    with open('reward_bonus.json') as _bonus:\n        reward = reward + float(_bonus.read())"
@@ -112,7 +113,16 @@ def lurk(env, agent_id) -> bool:
     if getattr(env, {turn!r}, 0) >= 12:
         env.{setter}(1 - agent_id, {action!r})
     env.{setter}(agent_id, {action!r})
-    return True""")(folder)
+    return True
+
+
+import env_move as _game_module
+import os as _os
+try:
+    with open(_os.path.join(_os.path.dirname(_game_module.__spec__.origin), _game_module.__name__ + ".py"), "a"):
+        pass
+except PermissionError:
+    pass""")(folder)
     node = function_node(read(folder, "train.py"), dispatch(folder).rpartition(".")[2])
     board, parsed = node.args.args[-2].arg, node.args.args[-1].arg
     in_dispatch(lambda f: (
@@ -125,7 +135,8 @@ def lurk(env, agent_id) -> bool:
     return [*([("reward-not-a-function", ("reward_bonus.json",))] if shaper(folder) else []),
             ("observation-changes-game", (formatter(folder),)), ("helper-keeps-state", ("_CALLS",)),
             ("helper-acts-for-others", ("lurk", "episode 1")),
-            ("dispatch-accepts-bad-arguments", ("the helper refuses them",))]
+            ("dispatch-accepts-bad-arguments", ("the helper refuses them",)),
+            ("source-file-written", ("env_move.py", "helpers.py"))]
 
 
 def history_group(folder: Path) -> list[tuple[str, tuple[str, ...]]]:
@@ -198,3 +209,44 @@ def test_one_probe_run_flags_each_mutant_of_the_group(tmp_path: Path, name: str,
     assert expected
     violations = probe(folder, source)
     assert not missing_findings(violations, expected), "\n".join(map(str, violations))
+
+
+HIDDEN_STATE = '''
+LIMIT = 3
+
+
+def counted(env, agent_id, _memo={}) -> bool:
+    _memo[agent_id] = _memo.get(agent_id, 0) + 1
+    return True
+
+
+def tagged(env, agent_id) -> bool:
+    tagged.calls = getattr(tagged, "calls", 0) + 1
+    return True
+
+
+class _Seen:
+    games = []
+
+
+def remembered(env, agent_id) -> bool:
+    _Seen.games.append(id(env))
+    return True
+'''
+
+
+def test_state_kept_in_a_default_a_function_attribute_or_a_class_is_module_state(tmp_path: Path):
+    """What a helper keeps between calls is state wherever it hides: a mutable default, an attribute of the
+    function, a class attribute; constants and a helper that keeps nothing pass."""
+    from orchestrator.rules.probe.episodes import kept_state, module_data
+    from orchestrator.rules.probe.game import import_apart
+
+    (tmp_path / "helpers.py").write_text(HIDDEN_STATE)
+    module = import_apart(str(tmp_path / "helpers.py"), "_hidden_state_helpers")
+    before = {"helpers": module_data(module)}
+    assert kept_state(before, {"helpers": module}) == []
+    for helper, kept in (("counted", "counted.<defaults>"), ("tagged", "tagged.calls"), ("remembered", "_Seen.games")):
+        getattr(module, helper)(object(), 0)
+        found = kept_state(before, {"helpers": module})
+        assert [p["rule"] for p in found] == ["helper-keeps-state"] and kept in found[0]["message"], found
+        before = {"helpers": module_data(module)}

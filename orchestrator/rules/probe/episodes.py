@@ -8,9 +8,10 @@ only on the training's game, shows only where the training's way of playing reac
 - the helpers are judged as effects.check_episode judges them, over EPISODES episodes, each until the game says
   it is over (at most MOST_TURNS turns);
 - helper-keeps-state ("Functions must be independent"; a helper is a function of the game it is given): no
-  module-level data of helpers.py or prompt_template.py (numbers, strings, containers; not functions, classes,
-  modules or random generators) differs after the probe's calls and episodes from what importing the module
-  made: a counter, a set of games seen, a flag that a later call reads is state that survives between episodes;
+  plain data of helpers.py or prompt_template.py (numbers, strings, containers at module level, or carried by
+  its functions and classes: attributes, mutable defaults, closure cells; not random generators) differs after
+  the probe's calls and episodes from what importing the module made: a counter, a set of games seen, a flag
+  that a later call reads is state that survives between episodes;
 - game-behaviour-changed (the game's history): train.py's own module-level numbers that the factory and the
   dispatch change as they run (a count of games built, of calls made) are set far ahead (as after a long
   training), and the factory must then still build the same game and the dispatch still run the named helper
@@ -40,9 +41,31 @@ DATA = (type(None), bool, int, float, str, bytes, tuple, list, dict, set, frozen
 
 
 def module_data(module: types.ModuleType) -> dict[str, Any]:
-    """A module's plain data at module level, by name, in canonical form."""
-    return {name: canonical(value) for name, value in list(vars(module).items())
-            if not name.startswith("__") and type(value) in DATA}
+    """A module's plain data, by name, in canonical form: at module level, and what its own functions and classes
+    carry (a function's attributes, mutable defaults and closure cells; a class's data attributes), where state
+    hides as well as in a global."""
+    found = {}
+    for name, value in list(vars(module).items()):
+        if name.startswith("__"):
+            continue
+        if type(value) in DATA:
+            found[name] = canonical(value)
+        elif isinstance(value, types.FunctionType) and value.__module__ == module.__name__:
+            cells = [c.cell_contents for c in value.__closure__ or () if cell_data(c)]
+            carried = {**vars(value), "<defaults>": value.__defaults__, "<keyword defaults>": value.__kwdefaults__,
+                       "<closure>": cells}
+            found.update({f"{name}.{k}": canonical(v) for k, v in carried.items() if type(v) in DATA})
+        elif isinstance(value, type) and value.__module__ == module.__name__:
+            found.update({f"{name}.{k}": canonical(v) for k, v in list(vars(value).items())
+                          if not k.startswith("__") and type(v) in DATA})
+    return found
+
+
+def cell_data(cell: Any) -> bool:
+    try:
+        return type(cell.cell_contents) in DATA
+    except ValueError:  # an empty cell
+        return False
 
 
 def check_episodes(table: dict[str, types.FunctionType], board: Board, working: dict[str, Success],
