@@ -130,6 +130,12 @@ while [ $# -gt 0 ]; do [ "$1" = "--log_dir" ] && LOG="$2"; shift; done
 mkdir -p "$LOG"
 printf 'start updates=2\\ntrain update=1 loss=0.5 grad_norm=0.3\\ntrain update=2 loss=0.4 grad_norm=0.2\\n' > "$LOG/train.logs"
 {done}
+# two training processes noted themselves and reported the check during training, as the hook makes them
+for rank in 0 1; do
+    printf '{{"pid": %s, "host": "h", "rank": "%s"}}\\n' "$rank" "$rank" >> "$ORCHESTRATOR_CENSUS"
+    printf '{{"pid": %s, "host": "h", "rank": "%s", "violations": [], "note": ""}}\\n' "$rank" "$rank" \\
+        >> "$(dirname "$ORCHESTRATOR_TRAINING_CHECK")/training_check.jsonl"
+done
 cat {stderr} >&2
 exit 1
 """

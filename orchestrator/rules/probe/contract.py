@@ -186,7 +186,6 @@ def probe(folder: str, plan: dict[str, Any]) -> dict:
     loaded = import_generated()
     if "import_failed" in loaded:
         return loaded
-    kept = {name: module_data(loaded[name]) for name in ("helpers", "prompt_template")}  # as importing them made it
     generic = set(plan.get("generic_names", []))
     counted = {n: canonical(v) for n, v in vars(loaded["train"]).items() if n not in generic and not n.startswith("__")
                and isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -199,7 +198,6 @@ def probe(folder: str, plan: dict[str, Any]) -> dict:
     config = config_instance(config_cls) if dataclasses.is_dataclass(config_cls) else None
     config_before = canonical(config)
     problems += behaviour(modules, loaded, reference_env, config, plan, notes, counted)
-    problems += kept_state(kept, {name: loaded[name] for name in kept})
     if config is not None and canonical(config) != config_before:
         changed = ", ".join(show_path(p) for p in differences(config_before, canonical(config))[:5])
         problems.append(violation("config-written-at-run-time", "train.py",
@@ -293,15 +291,21 @@ def behaviour(modules: dict[str, types.ModuleType], loaded: dict[str, types.Modu
     words += QUOTED.findall(rendered + "\n" + (inspect.getsource(helpers) or ""))
     helper_problems, working, flagged = check_helpers(table, board, list(dict.fromkeys(words)), observe)
     problems += helper_problems
+    # every function of helpers.py and prompt_template.py has run once: what they set up on a first call (a lazily
+    # built table) is theirs; what changes from here on is state kept between calls
+    generated = {name: loaded[name] for name in ("helpers", "prompt_template")}
+    kept = {name: module_data(module) for name, module in generated.items()}
     sound = {name: success for name, success in working.items() if name not in flagged}
     if sound:
         problems += check_episodes(table, board, sound, factory, play, observe)
+    check_stages(candidates, prompts, observations, table)  # the prompts rendered once more
     dispatch = None
     if working:
         others = [OBSERVATION_HELPER] + [n for n, f in vars(helpers).items() if n.startswith("_") and not
                                          n.startswith("__") and isinstance(f, types.FunctionType)][:1]
         problems += check_dispatch(candidates, table, board, working, stage2, others)
         dispatch = find_dispatch(candidates, table, board, working)
+    problems += kept_state(kept, generated)
     problems += check_history(train, list(counted), counted, factory, play, dispatch, table, board, sound)
     problems += check_logging(train, plan.get("customize_classes", []), candidates, config)
     return problems + reward.finish()

@@ -9,9 +9,9 @@ only on the training's game, shows only where the training's way of playing reac
   it is over (at most MOST_TURNS turns);
 - helper-keeps-state ("Functions must be independent"; a helper is a function of the game it is given): no
   plain data of helpers.py or prompt_template.py (numbers, strings, containers at module level, or carried by
-  its functions and classes: attributes, mutable defaults, closure cells; not random generators) differs after
-  the probe's calls and episodes from what importing the module made: a counter, a set of games seen, a flag
-  that a later call reads is state that survives between episodes;
+  its functions and classes: attributes, mutable defaults, closure cells; not random generators) changes once
+  each of their functions has run (what a first call sets up, a lazily built table, is theirs): a counter, a set
+  of games seen, a list of past calls is state that survives between episodes;
 - game-behaviour-changed (the game's history): train.py's own module-level numbers that the factory and the
   dispatch change as they run (a count of games built, of calls made) are set far ahead (as after a long
   training), and the factory must then still build the same game and the dispatch still run the named helper
@@ -98,8 +98,8 @@ def kept_state(before: dict[str, dict[str, Any]], modules: dict[str, types.Modul
                       else f"{key} appeared ({short(after[key], 80)})")
             problems.append(violation("helper-keeps-state", f"{name}.py",
                                       f"{name}.py keeps state between calls and episodes: at module level {detail} "
-                                      f"while the probe called its functions and played {EPISODES} episodes on games "
-                                      f"of the training's factory; what a helper or a prompt does may depend only on "
+                                      f"while the probe called its functions again and played {EPISODES} episodes on "
+                                      f"games of the training's factory; what a helper or a prompt does may depend only on "
                                       f"what it is given (the game, the agent, the text): keep nothing between calls "
                                       f"at module level"))
     return problems
@@ -135,11 +135,11 @@ def check_history(train: types.ModuleType, names: list[str], before: dict[str, A
         return []
     problems = []
     shown = ", ".join(ahead[:3])
-    if factory is not None:
-        first = training_game(factory, play)
+    first, again = (training_game(factory, play), training_game(factory, play)) if factory else (None, None)
+    if first is not None and again is not None and state(first) == state(again):  # the same game build after build
         with fast_forwarded(train, ahead):
             later = training_game(factory, play)
-        if first is not None and later is not None and state(first) != state(later):
+        if later is not None and state(first) != state(later):
             path = differences(state(first), state(later))[0]
             problems.append(violation("game-behaviour-changed", "train.py",
                                       f"{factory.name}() builds another game once train.py's counter(s) {shown} are "
