@@ -130,6 +130,9 @@ CONTROLS: dict[str, Callable[[Path], None]] = {
         r"(\n    \w+: int = (?:field\(default=)?)(\d+)", lambda m: f"{m.group(1)}2 * {m.group(2)} // 2", t, count=1).replace(
         "\n\n", "\n\n# values tuned for this machine\n", 1)),
     "site defaults before the orchestrator's arguments": launch(r'train\.py "\$@"', 'train.py --seed 7 "$@"', 0),
+    "a file of one's own named after the config": into_first_hole(
+        "def _save_values(folder):\n    import json\n    with open(folder + '/grpo_config.json', 'w') as handle:\n"
+        "        json.dump({}, handle)\n"),
 }
 
 

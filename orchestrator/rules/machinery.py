@@ -20,6 +20,7 @@ What the text cannot show (a path built from the game's own attributes) the prob
 from __future__ import annotations
 
 import ast
+import re
 
 from orchestrator.rules.violation import Violation
 
@@ -100,10 +101,10 @@ def strings_of(node: ast.AST, names: dict[str, str]) -> str:
         elif isinstance(inner, ast.Name) and inner.id in names:
             parts.append(names[inner.id])
         elif isinstance(inner, ast.Attribute) and inner.attr == "__file__":
-            parts.append(ast.unparse(inner.value))
+            parts.append(ast.unparse(inner.value) + ".py")
         elif isinstance(inner, ast.Call) and isinstance(inner.func, (ast.Name, ast.Attribute)) \
                 and ast.unparse(inner.func).split(".")[-1] in ("getfile", "getsourcefile") and inner.args:
-            parts.append(ast.unparse(inner.args[0]))
+            parts.append(ast.unparse(inner.args[0]) + ".py")
     return "".join(parts)
 
 
@@ -111,8 +112,8 @@ def named_source(node: ast.AST | None, names: dict[str, str]) -> str | None:
     """The source-of-truth file `node` (a path expression) names, or None."""
     if node is None:
         return None
-    text = strings_of(node, names).lower()
-    return next((f"{stem}.py" for stem in SOURCE_STEMS if stem in text), None)
+    text = strings_of(node, names).lower()  # the file itself (a grpo_config.json of one's own is another file)
+    return next((f"{stem}.py" for stem in SOURCE_STEMS if re.search(rf"\b{stem}\.py\b", text)), None)
 
 
 def writes_mode(call: ast.Call, position: int) -> bool:

@@ -43,13 +43,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.rules.violation import Violation
-from orchestrator.training.slurm_job import SRUN, slurm_environment
+from orchestrator.training.slurm_job import QUIET, QUIET_PROGRAMS, SRUN, slurm_environment
 
 NAME = "launch_training.sh"
 GPU_COUNTS = (0, 1, 2)  # 0: the CPU path, which the runtime check takes
 SLURM_NODES = (1, 2)  # the SLURM jobs recorded, by node count; each node has the most GPUs of GPU_COUNTS
 RECORDED_PROGRAMS = ("python", "python3", "accelerate", "accelerate-launch", "torchrun", "deepspeed", "mpirun")
-QUIET_PROGRAMS = ("module", "ml", "sbatch", "sinfo", "squeue", "scancel")  # nothing to load or submit here
 PROCESS_FLAGS = ("num_processes", "nproc_per_node")
 ACCELERATE = re.compile(r"(^|\s)accelerate\s+launch(\s|$)|(^|\s)accelerate-launch(\s|$)|accelerate\.commands\.launch"
                         r"|accelerate_cli\s+launch")
@@ -174,7 +173,7 @@ def record_launch(folder: Path, args: list[str], gpus: int, timeout_s: float = 3
         for name, text in (("nvidia-smi", NVIDIA_SMI), ("srun", SRUN), ("scontrol", SCONTROL)):
             _tool(tools / name, text)
         for quiet in QUIET_PROGRAMS:
-            _tool(tools / quiet, "#!/usr/bin/env bash\nexit 0\n")
+            _tool(tools / quiet, QUIET)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SLURMD_"))
                and k not in ("CUDA_VISIBLE_DEVICES", "CPU_PROCESSES", "GRPO_PER_NODE")}
         env |= {"PATH": f"{tools}{os.pathsep}{env.get('PATH', '')}", "PYTHON": str(tools / "python"),

@@ -3,7 +3,8 @@ launch (rules/recorded_launch.py) and the runtime check's short run, which runs 
 job of the planned kind (orchestrator/checks.py), so code that behaves otherwise under SLURM (a patch gated on
 `SLURM_JOB_ID`, an agent count read from `SLURM_NTASKS`) shows in the checks.
 
-`srun` runs its command as the job's first task; `scontrol` answers for the job's nodes. On this machine the
+`srun` runs its command as the job's first task; `scontrol` answers for the job's nodes; `sinfo`, `squeue`,
+`module` and the like answer nothing and succeed. On this machine the
 job's one node is `localhost`, so a script that reads the node list for its main address reaches this machine.
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 JOB_ID = "4242"
 LOCAL_NODE = "localhost"
+QUIET_PROGRAMS = ("module", "ml", "sbatch", "sinfo", "squeue", "scancel", "sacct", "sstat")  # nothing to do here
 
 SRUN = """#!/usr/bin/env bash
 # runs its command as the job's first task (node 0), once srun's own options are passed over
@@ -30,6 +32,7 @@ export SLURM_NODEID=0 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_STEP_ID=0
 exec "$@"
 """
 
+QUIET = "#!/usr/bin/env bash\nexit 0\n"
 LOCAL_SCONTROL = """#!/usr/bin/env bash
 # answers like scontrol for the one-node job of the runtime check, whose node is this machine
 case "${1:-} ${2:-}" in
@@ -65,7 +68,7 @@ def local_job(bin_dir: Path, submit_dir: Path, gpus: int) -> dict[str, str]:
     """The variables of a one-node SLURM job on this machine whose batch script runs in `submit_dir`, and a PATH
     with `srun` and `scontrol` answering for it (written to `bin_dir`)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
-    for name, text in (("srun", SRUN), ("scontrol", LOCAL_SCONTROL)):
+    for name, text in (("srun", SRUN), ("scontrol", LOCAL_SCONTROL), *((q, QUIET) for q in QUIET_PROGRAMS)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     env = slurm_environment(1, gpus, submit_dir, node=LOCAL_NODE, cpus=os.cpu_count() or 1)

@@ -3,8 +3,8 @@ reward it trains on ("Use observation_to_text from helpers.py in format_observat
 agent for one game step, from the game's reward and info").
 
 - observation-changes-game: the training's observation function (the CUSTOMIZE function of (game, agent) that
-  returns text) leaves the game as it found it; what observation_to_text itself changes (a game that caches
-  what it shows) aside.
+  returns text) leaves the game as it found it; what observation_to_text itself changes and what the game's own
+  queries change (a game that caches what it shows) aside.
 - observation-reveals-randomness: neither it nor observation_to_text shows a draw of the game's random generator
   that has not happened: on two copies of one state whose random generators (the game's own, and Python's,
   numpy's and torch's global ones) are in other states, the text is the same. A copy of the game's generator
@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from orchestrator.rules.probe.effects import Board, Callee, find, flat
+from orchestrator.rules.probe.game import is_reset_like, public_methods
 from orchestrator.rules.probe.replicas import state
 from orchestrator.rules.probe.values import (ProbeTimeout, attributes, call, canonical, covered, differences, guarded,
                                              rng_state, seed_everything, short, show_path, violation)
@@ -112,7 +113,7 @@ def check_observation_hook(candidates: list[Callee], board: Board, observe: Call
             game = board.copy(index)
             before = state(game)
             call(formatter.function, game, agent)
-            allowed = board.footprint(index, agent).reads
+            allowed = board.footprint(index, agent).reads + queried(board, index)
             changed = [p for p in differences(before, state(game)) if not covered(p, allowed)]
             if changed:
                 problems.append(violation("observation-changes-game", "train.py",
@@ -132,6 +133,19 @@ def check_observation_hook(candidates: list[Callee], board: Board, observe: Call
                                       f"the game as it is, never what its random generator will do next"))
             break
     return problems
+
+
+def queried(board: Board, index: int) -> list[tuple]:
+    """What the game's own queries change (a `render()` that keeps what it drew): its public methods without
+    arguments, its step and its resets aside."""
+    play, paths = board.play, []
+    for name, (_, required) in public_methods(play.cls).items():
+        if required == 0 and name != play.stepper and not is_reset_like(name):
+            game = board.copy(index)
+            before = state(game)
+            if call(getattr(game, name), seconds=2.0)[1] is None:
+                paths += differences(before, state(game))
+    return paths
 
 
 def reveals(function: Callable, board: Board, index: int, agents: list[int]) -> tuple[int, str, str, str] | None:
