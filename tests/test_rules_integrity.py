@@ -102,6 +102,8 @@ STATIC: dict[str, Callable[[Path], None]] = {
     "import-machinery/reload-at-import": append("helpers.py", lambda f: (
         "import importlib\nimport env_move\nimportlib.reload(env_move)")),
     "import-machinery/meta-path": append("prompt_template.py", lambda f: "import sys\n_HOOKS = list(sys.meta_path)"),
+    "import-machinery/the-checks": into_first_hole("import orchestrator.rules.probe.training as _check\n"
+                                                   "_check.write = lambda *args, **kwargs: None"),
     "source-file-written/at-import": append("helpers.py", lambda f: (
         "import os\n_SOURCE = os.path.join(os.path.dirname(__file__), 'env_' + 'move.py')\n"
         "with open(_SOURCE, 'a') as _handle:\n    _handle.write('')")),

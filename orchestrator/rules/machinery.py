@@ -3,7 +3,8 @@
 anywhere in helpers.py, prompt_template.py and train.py's own code (GENERIC sections aside), module level
 included.
 
-- import-machinery: no `importlib` (or `imp`, `runpy`, `zipimport`), `__import__`, `reload`, `sys.meta_path`,
+- import-machinery: no `importlib` (or `imp`, `runpy`, `zipimport`; nor the orchestrator, whose checks run in the
+  same processes), `__import__`, `reload`, `sys.meta_path`,
   `sys.path_hooks`, `sys.path_importer_cache`, or a module loaded from a file by hand (`spec_from_file_location`,
   `module_from_spec`, `exec_module`, `load_module`, `SourceFileLoader`). A generated file imports what it uses
   with `import`; loading or reloading modules by hand is how one swaps the game, the config or a library under
@@ -24,7 +25,7 @@ import re
 
 from orchestrator.rules.violation import Violation
 
-MACHINERY_MODULES = ("importlib", "imp", "runpy", "zipimport")
+MACHINERY_MODULES = ("importlib", "imp", "runpy", "zipimport", "orchestrator")  # the last: the checks themselves
 MACHINERY_ATTRIBUTES = {"meta_path", "path_hooks", "path_importer_cache"}
 LOADERS = {"spec_from_file_location", "module_from_spec", "exec_module", "load_module", "SourceFileLoader",
            "SourcelessFileLoader", "spec_from_loader"}
