@@ -809,10 +809,12 @@ SHADOWED = {"cleanup": ("Trainer", "optimisation_plan"), "staghunt": ("HunterPro
 
 
 def on_first_training_call(code: Callable[[Path], str]) -> Callable[[Path], None]:
-    """`code` run once, on the first call of the example's training-only CUSTOMIZE function."""
+    """`code` run once, on the first call of the example's training-only CUSTOMIZE function, in a process that runs
+    train.py as its script (the probe, which calls the reward and logging hooks too, imports it)."""
     def once(folder: Path) -> str:
         body = "\n".join("    " + line for line in code(folder).split("\n"))
-        return f"if not globals().get('_patched_in_training'):\n    globals()['_patched_in_training'] = True\n{body}"
+        return (f"if not globals().get('_patched_in_training') and __import__('sys').argv[0].endswith('train.py'):\n"
+                f"    globals()['_patched_in_training'] = True\n{body}")
     return lambda folder: at_top_of(TRAINING_ONLY[folder.name], once)(folder)
 
 

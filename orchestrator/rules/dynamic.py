@@ -21,7 +21,7 @@ from pathlib import Path
 
 from orchestrator.base.execution import ExecutionResult, execute
 from orchestrator.rules.violation import Violation
-from orchestrator.training.slurm_job import LOCAL_NODE, slurm_environment
+from orchestrator.training.slurm_job import job_variables
 from orchestrator.sources.template import CUSTOMIZE, GENERIC, Section, TemplateError, read_sections
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the orchestrator package
@@ -43,7 +43,7 @@ def probe_folder(folder: Path, timeout_s: float = 300.0, *, source_of_truth: Pat
     plan = {"import_only": True} if import_only else probe_plan(folder, source_of_truth)
     python_path = os.pathsep.join(p for p in (str(PACKAGE_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     # under the variables of the formal launch's SLURM job, as the runtime check's processes run
-    job = slurm_environment(1, 0, folder.resolve(), node=LOCAL_NODE, cpus=os.cpu_count() or 1)
+    job = job_variables(folder.resolve())
     result = execute([sys.executable, "-m", "orchestrator.rules.probe", str(folder.resolve()), json.dumps(plan)],
                      folder, timeout_s=timeout_s, env={**job, "PYTHONHASHSEED": "0", "PYTHONPATH": python_path})
     lines = result.stdout.strip().splitlines()

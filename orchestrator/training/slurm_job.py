@@ -66,10 +66,16 @@ def slurm_environment(nodes: int, gpus: int, submit_dir: Path, node: str = "node
 
 def local_job(bin_dir: Path, submit_dir: Path, gpus: int) -> dict[str, str]:
     """The variables of a one-node SLURM job on this machine whose batch script runs in `submit_dir`, and a PATH
-    with `srun` and `scontrol` answering for it (written to `bin_dir`)."""
+    with `srun` and `scontrol` answering for it (written to `bin_dir`); where this process already runs in a SLURM
+    job, its own variables win (the launch will run under them)."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     for name, text in (("srun", SRUN), ("scontrol", LOCAL_SCONTROL), *((q, QUIET) for q in QUIET_PROGRAMS)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
+    return {**job_variables(submit_dir, gpus), "PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])}
+
+
+def job_variables(submit_dir: Path, gpus: int = 0) -> dict[str, str]:
+    """slurm_environment of a one-node job on this machine, but for the variables this process already has."""
     env = slurm_environment(1, gpus, submit_dir, node=LOCAL_NODE, cpus=os.cpu_count() or 1)
-    return {**env, "PATH": os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])}
+    return {k: v for k, v in env.items() if k not in os.environ}
