@@ -17,7 +17,6 @@ import math
 import re
 import shutil
 import socket
-import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 

@@ -47,8 +47,8 @@ from orchestrator.rules.probe.effects import (QUOTED, Board, callees, check_disp
                                               check_prompts, check_stages, find_dispatch)
 from orchestrator.rules.probe.episodes import (check_environment, check_episodes, check_history, kept_state,
                                                module_data)
-from orchestrator.rules.probe.hooks import (RewardCheck, check_logging, check_observation_hook, find_shaper,
-                                            reward_inputs)
+from orchestrator.rules.probe.hooks import RewardCheck, check_observation_hook, find_shaper, reward_inputs
+from orchestrator.rules.probe.logs import check_logging
 from orchestrator.rules.probe.game import (check_game, choose, default_recipe, dependencies, dependency_changes,
                                            env_base, find_factory, game_instance, import_apart, learn_play,
                                            reference_positions, start_recipe)

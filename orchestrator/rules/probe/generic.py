@@ -35,7 +35,7 @@ import re
 import sys
 import types
 import typing
-from typing import Any, Callable, ContextManager, Iterator
+from typing import Any, Callable, ContextManager
 
 from orchestrator.rules.probe.values import (at, call, canonical, differences, digest, same_object, short, show_path,
                                              unwrap, violation)
