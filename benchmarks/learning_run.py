@@ -30,7 +30,7 @@ from typing import Any
 
 from held_out import HELD_OUT_BASE, SEED_SPACING, HeldOut, game_roles
 
-from orchestrator.sources.config_file import field_kinds, load_config_class
+from orchestrator.sources.config_file import read_config
 from orchestrator.training.logformat import parse_log
 from orchestrator.sources.roles import deliver
 
@@ -137,7 +137,7 @@ def training_args(game: str, folder: Path, recipe: Recipe, *, model: str, game_s
         "eval_every": 1_000_000, "save_every": 0, "sample_every": 1_000_000, "log_folder": str(log_dir),
         "output_folder": str(log_dir / "outputs")})
     values.update({"learning_rate": recipe.lr if lr is None else lr, **recipe.game, **recipe.training})
-    unknown = set(values) - set(field_kinds(load_config_class(config_path)))
+    unknown = set(values) - set(read_config(config_path).kinds)
     if unknown:
         raise ValueError(f"{game}: the config has no field {', '.join(sorted(unknown))}")
     return deliver(roles, values, config_path)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.checks import RuntimeCheckSpec
-from orchestrator.sources.config_file import accepted_values, field_help, field_kinds, load_config_class, value_kind
+from orchestrator.sources.config_file import ConfigFile, accepted_values, field_help, read_config, value_kind
 from orchestrator.llm.edits import sections_answer
 from orchestrator.training.formal import FormalSpec
 from orchestrator.training.logformat import LOG_FORMAT_FILE
@@ -96,12 +96,13 @@ def example(name: str) -> Example:
                    folder)
 
 
-def _config(ex: Example) -> tuple[type, dict[str, str], bool]:
-    """The example config's class, its fields' kinds, and whether values can reach train.py as flags."""
+def _config(ex: Example) -> tuple[ConfigFile, dict[str, str], bool]:
+    """The example config (read in a fresh interpreter), its fields' kinds, and whether values can reach train.py
+    as flags."""
     config_path = ex.source_of_truth / "grpo_config.py"
-    config_cls = load_config_class(config_path)
+    config = read_config(config_path)
     cli = parses_command_line((ex.source_of_truth / "grpo_template.py").read_text(), config_path.read_text())
-    return config_cls, field_kinds(config_cls), cli
+    return config, config.kinds, cli
 
 
 def first_guess(ex: Example) -> dict[str, Any]:
@@ -127,13 +128,13 @@ def recorded_roles(ex: Example) -> dict[str, Any]:
 
 def formal_proposal(ex: Example, answer: dict[str, Any]) -> dict[str, Any]:
     """FORMAL_BY_ROLE in the example config's field names, each value of the field's own kind."""
-    config_cls, kinds, cli = _config(ex)
+    config, kinds, cli = _config(ex)
     roles = validate_roles(answer, kinds, cli_possible=cli)
     proposal = {}
     for name, value in roles.to_fields(FORMAL_BY_ROLE).items():
         if kinds[name] == value_kind(value) or (kinds[name] == "float" and value_kind(value) == "int"):
             proposal[name] = value
-    return accepted_values(config_cls, proposal)[0]
+    return accepted_values(config, proposal)[0]
 
 
 def faults(train_text: str) -> list[tuple[str, str]]:

@@ -224,10 +224,11 @@ def test_a_hard_coded_training_value_in_the_launch_script_is_flagged_and_removed
     call = '--dynamo_backend no train.py "$@"'  # the CPU path's launch
 
     def fix(asked: str, shown: str) -> str:
-        flagged = re.search(r"launch-hardcoded-args launch_training\.sh:\d+: train\.py is given '([^']*)'", asked)
-        return line_edit("launch_training.sh", shown, f"train.py {flagged.group(1)}", 'train.py "$@"') if flagged else "?"
+        flagged = re.search(r"launch-overrides-args launch_training\.sh: .*? train\.py gets (--\w+ \S+) after", asked)
+        return line_edit("launch_training.sh", shown, f'train.py "$@" {flagged.group(1)}', 'train.py "$@"') \
+            if flagged else "?"
 
-    faults = {"launch_training.sh": (call, '--dynamo_backend no train.py --max_action_tokens 4 "$@"')}
+    faults = {"launch_training.sh": (call, '--dynamo_backend no train.py "$@" --max_action_tokens 4')}
     server = PromptDrivenServer(httpserver, model(tmp_path, faults, fix))
     outcome = run(project, server, monkeypatch, until="rules")
     assert outcome.status == "done", outcome.reason

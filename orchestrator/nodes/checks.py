@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from orchestrator.base.actionlog import Event
 from orchestrator.checks import (CheckResult, RuntimeCheckSpec, judge_short_run, launch_probe_args, run_guards,
                                  run_import_check, short_run, unset_roles_note)
-from orchestrator.sources.config_file import field_defaults, load_config_class
+from orchestrator.sources.config_file import read_config
 from orchestrator.faults import ENVIRONMENT
 from orchestrator.run.limits import MachineFault
 from orchestrator.llm import LLMError
@@ -145,7 +145,7 @@ def check_pace(log_path: Path, log_format: LogFormat, spec: RuntimeCheckSpec, ro
     if seconds is None:
         return None
     try:
-        defaults = roles.read(field_defaults(load_config_class(generated / "grpo_config.py")))
+        defaults = roles.read(read_config(generated / "grpo_config.py").defaults)
     except Exception:  # a config that does not load has failed the check already
         defaults = {}
     values = {**defaults, **spec.role_values(log_path.parent)}

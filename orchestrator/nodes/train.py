@@ -32,8 +32,8 @@ from orchestrator.training.chain import CANCELLED, CHAIN_FILE, Chain, Plan, Situ
 from orchestrator.training.checkpoints import latest_update, link_restart_point
 from orchestrator.checks import LOG_NAME, SAMPLE_LOG_NAME, copy_code, find_log, fingerprint
 from orchestrator.base.execution import tail
-from orchestrator.sources.config_file import load_config_class, value_kind
-from orchestrator.training.formal import (DEFAULT_MODEL, config_values, is_stand_in, memory_text, mostly_unparseable,
+from orchestrator.sources.config_file import ConfigFile, read_config, value_kind
+from orchestrator.training.formal import (DEFAULT_MODEL, is_stand_in, memory_text, mostly_unparseable,
                                  parse_proposal, token_cap_raise, vet)
 from orchestrator.run.limits import Cancelled, MachineFault, ensure_budget
 from orchestrator.training.manifest import record_job_config, record_jobs, saved_job_config, write_manifest
@@ -72,8 +72,9 @@ def formal_model(ctx: RunContext, machine: ProbeResult) -> str:
     return model
 
 
-def plan(ctx: RunContext, machine: ProbeResult, model: str, config_cls: type, roles: ConfigRoles, adjustments: dict):
-    current = {**config_values(config_cls), **roles.to_fields({"model": model})}
+def plan(ctx: RunContext, machine: ProbeResult, model: str, config_file: ConfigFile, roles: ConfigRoles,
+         adjustments: dict):
+    current = {**config_file.defaults, **roles.to_fields({"model": model})}
     use_slurm = ctx.formal.use_slurm and machine.slurm
     site = site_options(ctx.generated, ctx.formal.sbatch_options, ()) if use_slurm else {}
     summary = machine.summary() + (f"\nsbatch options (the job's): {describe_options(site)}" if use_slurm else "")
@@ -82,7 +83,7 @@ def plan(ctx: RunContext, machine: ProbeResult, model: str, config_cls: type, ro
                     roles=roles.describe())
     grpo_config = ctx.workspace.read(f"{GENERATED_DIR}/grpo_config.py") or ""
     return ask(ctx.llm, [{"role": "user", "content": prompt}],
-               lambda text: vet({**parse_proposal(text), **adjustments, **ctx.formal.pinned}, config_cls, roles, model,
+               lambda text: vet({**parse_proposal(text), **adjustments, **ctx.formal.pinned}, config_file, roles, model,
                                 machine, use_slurm),
                system=render("system", ctx.prompts_dir), tag="formal_train",
                cache_prefix=file_blocks({"grpo_config.py": grpo_config}), max_tokens=4000)
@@ -210,10 +211,10 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ensure_budget(state, ctx.limits, "formal_train")
     machine = ProbeResult.from_dict(state["probe"])
     model = formal_model(ctx, machine)
-    config_cls = load_config_class(ctx.generated / "grpo_config.py")
+    config_file = read_config(ctx.generated / "grpo_config.py")
     roles = ConfigRoles.from_dict(state["roles"])
     log_format = LogFormat.from_dict(state.get("log_format"))
-    answer = plan(ctx, machine, model, config_cls, roles, state.get("adjustments") or {})
+    answer = plan(ctx, machine, model, config_file, roles, state.get("adjustments") or {})
     row = answer.ledger_row()
     attempt = attempt_count(state, "formal_train") + 1
     spend = {"ledger": {"formal_train": row}, "restart_formal": False}
@@ -223,7 +224,7 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
                              tokens=int(row["tokens"]), cost_usd=answer.cost_usd))
         return {**spend, "status": "blocked", "exit_reason": reason}
     config = answer.parsed
-    defaults = config_values(config_cls)
+    defaults = config_file.defaults
     overrides = {k: v for k, v in config.items() if v != defaults.get(k)}
     job_name = FORMAL_JOB.format(attempt)
     folder = ctx.run_dir / job_name
