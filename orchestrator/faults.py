@@ -26,6 +26,7 @@ import importlib.util
 import os
 import re
 import sys
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePath
@@ -269,3 +270,25 @@ def cause_of(output: str, folder: Path | None = None, environ: Mapping[str, str]
         if remedy:
             return Cause(CODE, fault, fact=remedy) if own else Cause(ENVIRONMENT, fault, remedy)
     return Cause(CODE)
+
+
+DISK_FAULTS = ("no_space", "read_only")
+
+
+def disk_fault(exc: BaseException, folders: Iterable[Path] = ()) -> str:
+    """The one-line remedy when `exc` (or an error it came from) is a full disk, a quota reached or a read-only file
+    system, whatever raised it (a book's write, git, SQLite); else, when one of `folders` is on a file system with
+    no space left or mounted read-only, that; '' otherwise."""
+    cause = cause_of("".join(traceback.format_exception(exc)))
+    if cause.machine and cause.fault in DISK_FAULTS:
+        return cause.remedy
+    for folder in folders:
+        try:
+            found = os.statvfs(folder)
+        except OSError:
+            continue
+        if found.f_flag & os.ST_RDONLY:
+            return _read_only([f"[Errno 30] Read-only file system: '{folder}'"], "", {})
+        if found.f_bavail == 0:
+            return _no_space([f"[Errno 28] No space left on device: '{folder}'"], "", {})
+    return ""

@@ -270,10 +270,11 @@ def killed_early_run(project: Path, tmp_path: Path) -> None:
     ("truncate", "checkpoints.sqlite is damaged"),
     ("empty", "has no checkpoint"),
     ("workspace", "the workspace"),
-    ("run.json", "run.json is damaged"),
 ])
 def test_damaged_state_ends_in_one_line_that_says_what_to_do(project: Path, tmp_path: Path, damage: str,
                                                              message: str):
+    """A run whose checkpoint or workspace is gone is refused in one line, and `status` says the same (a damaged
+    run.json is rebuilt instead: tests/test_recovery.py)."""
     killed_early_run(project, tmp_path)
     checkpoint = project / "runs/r1/checkpoints.sqlite"
     if damage == "truncate":
@@ -285,15 +286,18 @@ def test_damaged_state_ends_in_one_line_that_says_what_to_do(project: Path, tmp_
         checkpoint.write_bytes(b"")
         for extra in ("-wal", "-shm"):
             Path(f"{checkpoint}{extra}").unlink(missing_ok=True)
-    elif damage == "workspace":
-        shutil.rmtree(project / "workspace")
     else:
-        (project / "runs/r1/run.json").write_text('{"run_id": "r1", "llm":')
+        shutil.rmtree(project / "workspace")
     code, out = finish(orchestrator(project, "resume", "r1")[0])
     assert code == 2, out
     assert message in out and "Traceback" not in out and len(out.strip().splitlines()) <= 2, out
     if damage == "workspace":
         assert not (project / "workspace").exists()  # not silently recreated empty
+    else:  # status advises what can work: not `resume`
+        shown = subprocess.run([sys.executable, "-m", "orchestrator", "status", "r1", "--project-root", str(project)],
+                               capture_output=True, text=True).stdout
+        assert "run r1: damaged" in shown and "start a new run" in " ".join(shown.split()), shown
+        assert "resume with" not in shown, shown
 
 
 def test_a_copied_project_resumes_into_itself(project: Path, tmp_path: Path):
