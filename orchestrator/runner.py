@@ -45,7 +45,7 @@ from orchestrator.base.execution import tail
 from orchestrator.faults import ENVIRONMENT, cause_of, disk_fault
 from orchestrator.training.formal import FormalSpec
 from orchestrator.graph import NODES, build_graph
-from orchestrator.base.halt import halt_point
+from orchestrator.base.halt import halt_point, halting
 from orchestrator.run.journal import Journal, journaled
 from orchestrator.base.files import write_atomic
 from orchestrator.run.limits import RunStopped
@@ -151,21 +151,35 @@ def checked_specs(runtime_check: RuntimeCheckSpec, formal: FormalSpec,
 
 
 class _Saver(SqliteSaver):
-    """SqliteSaver with test hooks right after a node's writes are on disk (its checkpoint not yet) and right
-    after each checkpoint is on disk: the node boundary."""
-
-    def put_writes(self, config, writes, task_id, task_path=""):  # type: ignore[override]
-        saved = super().put_writes(config, writes, task_id, task_path)
-        if not any(str(channel).startswith("__") for channel, _ in writes):  # a node's result, not its error
-            halt_point("writes", task_path.rpartition(", ")[2])
-        return saved
+    """SqliteSaver with test hooks (orchestrator.base.halt): right after a node's writes are on disk, before the
+    checkpoint that follows them (`writes:NODE`), and right after each checkpoint is on disk, the node boundary
+    (`checkpoint:NEXT_NODE`). LangGraph saves both from its own threads; the checkpoint's save is what the next step
+    waits for, so both hooks halt there."""
 
     def put(self, config, checkpoint, metadata, new_versions):  # type: ignore[override]
+        if metadata.get("source") == "loop" and halting("writes"):
+            for node in self._written(config):
+                halt_point("writes", node)
         saved = super().put(config, checkpoint, metadata, new_versions)
         for channel in new_versions:
             if str(channel).startswith("branch:to:"):
                 halt_point("checkpoint", str(channel)[len("branch:to:"):])
         return saved
+
+    def _written(self, config: dict[str, Any], wait_s: float = 30.0) -> list[str]:
+        """The nodes whose writes of this step are saved (against the checkpoint the step began from), once they
+        are: LangGraph saves them in another thread, maybe still at work."""
+        key = (str(config["configurable"]["thread_id"]), str(config["configurable"].get("checkpoint_ns", "")),
+               str(config["configurable"].get("checkpoint_id")))
+        deadline = time.monotonic() + wait_s
+        while True:
+            with self.cursor(transaction=False) as cur:
+                rows = cur.execute("select task_path, channel from writes where thread_id = ? and checkpoint_ns = ? "
+                                   "and checkpoint_id = ?", key).fetchall()
+            nodes = [path.rpartition(", ")[2] for path, channel in rows if not channel.startswith("__")]
+            if nodes or time.monotonic() > deadline:
+                return list(dict.fromkeys(nodes))
+            time.sleep(0.01)
 
 
 @contextmanager
@@ -474,9 +488,9 @@ def _resume_point(graph: Any, run_id: str, from_node: str | None) -> _ResumePoin
     if not latest.values and not latest.next:
         raise SetupError(f"run {run_id} has no checkpoint (checkpoints.sqlite is empty or was replaced); "
                          f"it cannot be resumed: start a new run with `python -m orchestrator run`")
-    if from_node is None:
+    if from_node is None:  # the thread, not the checkpoint's id: LangGraph would replay that node, not resume
         routed = tuple(latest.next) or _routed(graph, latest.config)
-        return _ResumePoint(latest.config, latest.values, routed, latest.values,
+        return _ResumePoint(thread(run_id), latest.values, routed, latest.values,
                             ended=not latest.next and not latest.tasks)
     for snapshot in graph.get_state_history(thread(run_id)):
         if from_node in snapshot.next:

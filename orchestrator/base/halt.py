@@ -23,6 +23,11 @@ HALT_MAX_S = 600.0
 _seen: dict[str, int] = {}
 
 
+def halting(kind: str) -> bool:
+    """Whether a point of `kind` is asked for: a hook that costs work to find its key asks first."""
+    return any(point.startswith(f"{kind}:") for point in os.environ.get(HALT_AT_ENV, "").split(","))
+
+
 def halt_point(kind: str, key: str) -> None:
     wanted = os.environ.get(HALT_AT_ENV)
     if not wanted:
