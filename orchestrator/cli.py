@@ -58,7 +58,8 @@ def _progress() -> Iterator[Callable[[str], None]]:
 def _finish(outcome: RunOutcome) -> None:
     colour = {"done": "green", "budget": "yellow", "environment": "yellow", "cancelled": "yellow"}.get(
         outcome.status, "red")
-    console.print(f"[bold {colour}]{outcome.status}[/] run {outcome.run_id}: {outcome.reason or 'finished'}")
+    console.print(f"[bold {colour}]{outcome.status}[/] run {outcome.run_id}: {escape(outcome.reason or 'finished')}",
+                  soft_wrap=True)  # one line, however long
     console.print(f"  history: python -m orchestrator history {outcome.run_id}   "
                   f"status: python -m orchestrator status {outcome.run_id}")
     raise typer.Exit(outcome.exit_code)

@@ -277,18 +277,21 @@ DISK_FAULTS = ("no_space", "read_only")
 
 def disk_fault(exc: BaseException, folders: Iterable[Path] = ()) -> str:
     """The one-line remedy when `exc` (or an error it came from) is a full disk, a quota reached or a read-only file
-    system, whatever raised it (a book's write, git, SQLite); else, when one of `folders` is on a file system with
-    no space left or mounted read-only, that; '' otherwise."""
-    cause = cause_of("".join(traceback.format_exception(exc)))
-    if cause.machine and cause.fault in DISK_FAULTS:
+    system, whatever raised it (a book's write, git, SQLite), naming the folder: the one its error names, else the
+    first of `folders` that is on a file system in that state. '' when it is none of these."""
+    text = "".join(traceback.format_exception(exc))
+    lines = failure_lines(text)
+    cause = cause_of(text)
+    said = cause.machine and cause.fault in DISK_FAULTS
+    if said and _path_in(_first(_NO_SPACE if cause.fault == "no_space" else _READ_ONLY, lines)):
         return cause.remedy
     for folder in folders:
         try:
             found = os.statvfs(folder)
         except OSError:
             continue
-        if found.f_flag & os.ST_RDONLY:
+        if found.f_flag & os.ST_RDONLY and (not said or cause.fault == "read_only"):
             return _read_only([f"[Errno 30] Read-only file system: '{folder}'"], "", {})
-        if found.f_bavail == 0:
+        if found.f_bavail == 0 and (not said or cause.fault == "no_space"):
             return _no_space([f"[Errno 28] No space left on device: '{folder}'"], "", {})
-    return ""
+    return cause.remedy if said else ""

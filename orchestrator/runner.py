@@ -66,7 +66,7 @@ from orchestrator.run.source_check import check_source_of_truth, source_changes,
 
 EXIT_CODES = {"done": 0, "blocked": 1, "failed": 1, "budget": 3, "environment": 4, "cancelled": 5,
               "interrupted": 130}
-CRASHED = ("running", "interrupted")  # statuses a resume may find half-done work after
+CRASHED = ("running", "interrupted", "environment")  # statuses a resume may find half-done work after
 PAGE_LIVE_S = 10.0  # between two rewrites of report.html inside one node (a formal run training, say)
 
 
@@ -193,6 +193,8 @@ def open_graph(run_dir: Path, *, must_exist: bool = False) -> Iterator[Any]:
         with _Saver.from_conn_string(str(path)) as saver:
             yield build_graph(saver)
     except sqlite3.DatabaseError as exc:
+        if disk_fault(exc):  # a full disk or a read-only folder: the machine's, the checkpoint is sound
+            raise
         raise damaged_checkpoints(run_dir, exc) from exc
 
 
@@ -229,14 +231,14 @@ def make_context(settings: RunSettings, on_event: Callable[[str], None],
 
     def on_retry(line: str) -> None:
         tag = line[1:].split("]", 1)[0] if line.startswith("[") else "llm"
-        log.record(Event(settings.run_id, tag, "llm_retry", "the API failed in a way worth retrying", line))
+        _kept(log.record, Event(settings.run_id, tag, "llm_retry", "the API failed in a way worth retrying", line))
         on_event(f"{tag}: {line}")
 
-    def on_reply(tag: str, reply: Reply) -> None:
-        log.record(Event(settings.run_id, tag or "llm", "llm_call", f"asked {inner.label}", call_line(reply),
-                         tokens=reply.usage.total_tokens, cost_usd=reply.cost_usd,
-                         extra={"backend": reply.backend, "model": reply.model, "request_id": reply.request_id,
-                                "stop_reason": reply.stop_reason}))
+    def on_reply(tag: str, reply: Reply) -> None:  # a full disk must not lose the answer before the journal has it
+        _kept(log.record, Event(settings.run_id, tag or "llm", "llm_call", f"asked {inner.label}", call_line(reply),
+                                tokens=reply.usage.total_tokens, cost_usd=reply.cost_usd,
+                                extra={"backend": reply.backend, "model": reply.model,
+                                       "request_id": reply.request_id, "stop_reason": reply.stop_reason}))
 
     spec = llm_paths(settings.llm, to_disk, root)  # as run.json has it: the same in a copied project
     inner = _llm_or_setup_error(settings.llm, root, Limits(**settings.limits), answered=journal.answered(spec),
@@ -348,6 +350,8 @@ def resume_run(project_root: Path, run_id: str, *, from_node: str | None = None,
                     return _record_ending(settings, point.values, previous, Pipeline.of(graph.get_graph()), on_event,
                                           rebuilt)
             except sqlite3.DatabaseError as exc:
+                if disk_fault(exc):
+                    raise
                 raise damaged_checkpoints(settings.run_dir, exc) from exc
         ctx = _resumed_context(settings, point, on_event)
         if rebuilt:
@@ -617,8 +621,8 @@ def _write_page(settings: RunSettings, log: ActionLog, pipeline: Pipeline) -> No
     try:
         write_page(Path(settings.project_root), settings.run_id, pipeline)
     except Exception as exc:  # the page is a view of the run, never a reason to fail it
-        log.record(Event(settings.run_id, "run", "page", "report.html shows the run in a browser",
-                         f"not written: {type(exc).__name__}: {exc}"))
+        _kept(log.record, Event(settings.run_id, "run", "page", "report.html shows the run in a browser",
+                                f"not written: {type(exc).__name__}: {exc}"))
 
 
 def _with_live_page(ctx: RunContext, settings: RunSettings, pipeline: Pipeline) -> None:
@@ -696,7 +700,8 @@ def unexpected_ending(ctx: RunContext, exc: BaseException) -> tuple[str, str, di
     text = "".join(traceback.format_exception(exc))
     resume = f"resume with `python -m orchestrator resume {ctx.run_id}`"
     cause = cause_of(text, ctx.generated)
-    remedy = cause.remedy if cause.machine else disk_fault(exc, (ctx.run_dir, ctx.project_root / "workspace"))
+    remedy = disk_fault(exc, (ctx.run_dir, ctx.project_root / "workspace", ctx.log.project_log)) or (
+        cause.remedy if cause.machine else "")
     if remedy:
         reason = f"the machine, not the code: {remedy}; then {resume}"
         _kept(ctx.log.record, Event(ctx.run_id, "run", ENVIRONMENT, "the orchestrator met a fault of the machine, "

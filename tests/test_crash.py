@@ -39,9 +39,10 @@ def same_files(generated: Path, reference: Path, source: Path) -> None:
         assert (generated / name).read_text() == path.read_text(), name
 
 
-def orchestrator(project: Path, *args: str, halt: str | None = None) -> tuple[subprocess.Popen, Path]:
+def orchestrator(project: Path, *args: str, halt: str | None = None,
+                 env: dict[str, str] | None = None) -> tuple[subprocess.Popen, Path]:
     marker = project.parent / f"halted-{time.monotonic_ns()}"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     env.pop("ORCHESTRATOR_HALT_AT", None)
     if halt:
         env |= {"ORCHESTRATOR_HALT_AT": halt, "ORCHESTRATOR_HALT_FILE": str(marker)}

@@ -40,8 +40,10 @@ def append_whole(path: Path, text: str, *, sync: bool = False) -> None:
                 written += os.write(fd, data[written:])
             if sync:
                 os.fsync(fd)
-        except BaseException:
+        except BaseException as exc:
             os.ftruncate(fd, size)  # frees what the partial write took
+            if isinstance(exc, OSError) and exc.filename is None:  # say which file could not take it
+                raise OSError(exc.errno, exc.strerror, str(path)) from exc
             raise
     finally:
         os.close(fd)
