@@ -55,14 +55,15 @@ from orchestrator.page import Pipeline, write_page
 from orchestrator.training.plots import curves_section
 from orchestrator.base.runlock import WorkspaceBusy, WorkspaceLock, marked_process, run_processes, stop_processes
 from orchestrator.run.runs import (BRANCH, DamagedSettings, damaged_checkpoints, FORMAL_JOB, RunSettings, SetupError,
-                                   check_run_id, evidence_lines, llm_paths, spent, write_state)
+                                   changed_source, check_run_id, evidence_lines, llm_paths, source_hashes, spent,
+                                   write_state)
 from orchestrator.base.files import to_disk
-from orchestrator.run.state import Limits, RunContext, RunState, attempt_count
+from orchestrator.run.state import SOURCE_FILES, Limits, RunContext, RunState, attempt_count
 from orchestrator.training.job import live_jobs
 from orchestrator.base.workspace import Workspace, WorkspaceError
 from orchestrator.sources.config_file import CONFIG_CLASS
 from orchestrator.rules import config_fields
-from orchestrator.run.source_check import check_source_of_truth, source_changes, source_hashes
+from orchestrator.run.source_check import check_source_of_truth
 
 EXIT_CODES = {"done": 0, "blocked": 1, "failed": 1, "budget": 3, "environment": 4, "cancelled": 5,
               "interrupted": 130}
@@ -301,7 +302,7 @@ def start_run(project_root: Path, *, llm: str, source_of_truth: Path | None = No
         settings.status = "running"
         settings.save()
         settings.journal()
-        ctx.journal.append("source", hashes=source_hashes(source))
+        ctx.journal.append("source", hashes=source_hashes(source, SOURCE_FILES))
         ctx.log.record(Event(settings.run_id, "run", "start", "python -m orchestrator run",
                              f"llm={llm} ({backend.label}; {backend.price_note}); source of truth {source}; "
                              f"limits {asdict(limits)}"))
@@ -327,9 +328,7 @@ def resume_run(project_root: Path, run_id: str, *, from_node: str | None = None,
     settings.limits = asdict(limits)
     settings.llm = llm or settings.llm
     journal = Journal(settings.run_dir / "journal.jsonl")
-    recorded = (journal.records("source") or [{}])[-1].get("hashes") or {}
-    current = source_hashes(Path(settings.source_of_truth))
-    changed = source_changes(recorded, current)
+    recorded, current, changed = changed_source(settings)
     if changed and not accept_source_change:
         raise SetupError(f"the source of truth in {settings.source_of_truth} changed since run {run_id} last ran: "
                          f"{', '.join(changed)}; `python -m orchestrator resume {run_id} --accept-source-change` "
@@ -447,7 +446,7 @@ def _start_over(settings: RunSettings, on_event: Callable[[str], None], rebuilt:
     settings.status = "running"
     settings.save()
     settings.journal()
-    ctx.journal.append("source", hashes=source_hashes(Path(settings.source_of_truth)))
+    ctx.journal.append("source", hashes=source_hashes(Path(settings.source_of_truth), SOURCE_FILES))
     line = "no checkpoint, and nothing paid for or committed: nothing was lost; the run starts from the beginning"
     ctx.log.record(Event(settings.run_id, "run", "resume", f"python -m orchestrator resume {settings.run_id}", line))
     on_event(f"resume: {line}")

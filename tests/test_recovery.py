@@ -92,6 +92,7 @@ def test_a_changed_source_of_truth_is_refused_in_one_line_then_taken_up_from_ste
     game.write_text(game.read_text() + "\n# the researcher's edit between stop and resume\n")
     journal = project / "runs/r1/journal.jsonl"
     books = {name: (project / "runs/r1" / name).read_bytes() for name in ("journal.jsonl", "run.json", "events.jsonl")}
+    assert "resume r1 --accept-source-change` takes it up" in status_of(project)  # status advises what works
 
     code, out = finish(orchestrator(project, "resume", "r1")[0])
     assert code == 2 and len(out.strip().splitlines()) == 1, out

@@ -11,6 +11,7 @@ state.json existed is read from its LangGraph checkpoint instead.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import re
 import sqlite3
@@ -130,6 +131,27 @@ class DamagedSettings(SetupError):
     """run.json is missing or damaged; the message says whether a resume can rebuild it."""
 
 
+def source_hashes(folder: Path, names: Sequence[str]) -> dict[str, str]:
+    """Each named source-of-truth file's sha256 ('' for a file that is not there): what a run was started on."""
+    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() if (folder / name).is_file() else ""
+            for name in names}
+
+
+def source_changes(recorded: Mapping[str, str], current: Mapping[str, str]) -> list[str]:
+    """The files whose hash differs from the recorded one, each as `NAME (OLD -> NEW)` with short hashes."""
+    def short(digest: str) -> str:
+        return digest[:12] or "missing"
+    return [f"{name} ({short(digest)} -> {short(current.get(name, ''))})"
+            for name, digest in recorded.items() if digest != current.get(name, "")]
+
+
+def changed_source(settings: RunSettings) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """(the hashes the run's journal last recorded for its source of truth, the files' hashes now, the changes)."""
+    recorded = (Journal(settings.run_dir / "journal.jsonl").records("source") or [{}])[-1].get("hashes") or {}
+    current = source_hashes(Path(settings.source_of_truth), list(recorded))
+    return recorded, current, source_changes(recorded, current)
+
+
 def spent(state: Mapping[str, Any]) -> tuple[int, float]:
     """(tokens, USD) spent so far in a run, from the ledger of its state."""
     rows = (state.get("ledger") or {}).values()
@@ -201,11 +223,17 @@ def shown_status(project_root: Path, run_id: str, held: bool | None = None) -> t
     if status == "running":
         status, reason = "crashed", (f"the process ended without stopping the run; resume with "
                                      f"`python -m orchestrator resume {run_id}`")
+    if status == "done":
+        return settings, status, reason
     gone = checkpoint_damage(settings.run_dir, run_id)
     worked = any(r["kind"] in ("llm_answer", "commit") for r in Journal(settings.run_dir / "journal.jsonl").records())
-    if gone and worked and status != "done":
+    if gone and worked:
         return settings, "damaged", (f"{gone}; this run cannot be resumed: start a new run with `python -m "
                                      f"orchestrator run` (the workspace branch run/{run_id} keeps its files)")
+    changes = changed_source(settings)[2] if settings.source_of_truth else []
+    if changes:
+        reason = (f"{reason + '; ' if reason else ''}the source of truth changed since ({', '.join(changes)}): "
+                  f"`python -m orchestrator resume {run_id} --accept-source-change` takes it up")
     return settings, status, reason
 
 

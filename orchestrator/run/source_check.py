@@ -5,9 +5,7 @@ Kept apart from the runner so that `check` does not import the graph to read thr
 from __future__ import annotations
 
 import ast
-import hashlib
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 
 from orchestrator.base.execution import execute
@@ -75,16 +73,3 @@ def check_source_of_truth(folder: Path) -> None:
                    or [f"the import check timed out after {SOURCE_CHECK_TIMEOUT_S:.0f} s"])[0]
         raise SetupError(f"source of truth: {problem[:400]}; {fix}")
 
-
-def source_hashes(folder: Path) -> dict[str, str]:
-    """Each source-of-truth file's sha256 ('' for a file that is not there): what a run was started on."""
-    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() if (folder / name).is_file() else ""
-            for name in SOURCE_FILES}
-
-
-def source_changes(recorded: Mapping[str, str], current: Mapping[str, str]) -> list[str]:
-    """The files whose hash differs from the recorded one, each as `NAME (OLD -> NEW)` with short hashes."""
-    def short(digest: str) -> str:
-        return digest[:12] or "missing"
-    return [f"{name} ({short(recorded.get(name, ''))} -> {short(current.get(name, ''))})"
-            for name in SOURCE_FILES if name in recorded and recorded[name] != current.get(name, "")]
