@@ -336,6 +336,8 @@ def resume_run(project_root: Path, run_id: str, *, from_node: str | None = None,
     if changed and from_node is not None:
         raise SetupError(f"--from {from_node} with --accept-source-change: a changed source of truth is taken up from "
                          f"Step 0 (setup); leave --from out")
+    if changed:
+        check_source_of_truth(Path(settings.source_of_truth))  # usable, as `run` asks before any token
     checked_llm(settings.llm, project_root, limits)
     with _holding(project_root, run_id, f"resume {run_id}"):
         previous = settings.status

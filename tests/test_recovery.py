@@ -65,9 +65,11 @@ def test_killed_between_a_node_s_writes_and_its_checkpoint_a_plain_resume_goes_o
     llm = write_transcript(tmp_path / "t.json", replies)
     halt_and_signal(*orchestrator(project, "run", "--llm", llm, "--run-id", "r1", "--until", "import_check",
                                   halt=WRITES_MOMENTS[0]))
-    for moment in WRITES_MOMENTS[1:]:
+    for before, moment in zip(WRITES_MOMENTS, WRITES_MOMENTS[1:]):
         shown = status_of(project)
         assert "run r1: crashed" in shown and "resume with `python -m orchestrator resume r1`" in shown, shown
+        if before == "writes:map_roles":  # where its writes route, not the node that finished
+            assert "next node: generate_helpers;" in shown, shown
         proc, marker = orchestrator(project, "resume", "r1", halt=moment)
         out = halt_and_signal(proc, marker)
         assert "the run had ended" not in out, out[-2000:]  # the graph had not ended: nothing recorded as if it had

@@ -206,6 +206,23 @@ def checkpoint_damage(run_dir: Path, run_id: str) -> str:
     return "" if found else f"{path} holds no checkpoint of run {run_id} (it is empty or was replaced)"
 
 
+def routed_next(run_dir: Path, run_id: str) -> list[str] | None:
+    """The nodes a node that finished after the latest checkpoint routes to, its writes saved (read with sqlite3
+    alone): where `resume` goes on. None when no node finished after that checkpoint (or it cannot be read)."""
+    try:
+        with contextlib.closing(sqlite3.connect(run_dir / "checkpoints.sqlite")) as db:
+            latest = db.execute("select checkpoint_id from checkpoints where thread_id = ? and checkpoint_ns = '' "
+                                "order by checkpoint_id desc limit 1", (run_id,)).fetchone()
+            channels = [row[0] for row in db.execute(
+                "select channel from writes where thread_id = ? and checkpoint_ns = '' and checkpoint_id = ?",
+                (run_id, latest[0]))] if latest else []
+    except sqlite3.Error:
+        return None
+    if not channels or any(channel.startswith("__") for channel in channels):
+        return None
+    return list(dict.fromkeys(c[len(BRANCH):] for c in channels if c.startswith(BRANCH)))
+
+
 def shown_status(project_root: Path, run_id: str, held: bool | None = None) -> tuple[RunSettings, str, str]:
     """(settings, status, reason) as `status` and `list` show a run, saying only what can work: a run whose
     process died is `crashed` (resume it); one whose run.json is damaged says that a resume rebuilds it; one
@@ -353,6 +370,9 @@ def run_summary(project_root: Path, run_id: str) -> dict[str, Any]:
         values, next_nodes = checkpoint_state(settings.run_dir, run_id)
         state = state_record(settings.run_dir, settings.status, settings.exit_reason, values, next_nodes)
     state = state or {}
+    routed = routed_next(settings.run_dir, run_id) if status == "crashed" else None
+    if routed is not None:  # killed after a node's writes, before its checkpoint: state.json names that node still
+        state["next"] = routed
     ledger = state.get("ledger") or {}
     tokens, cost = spent(state)
     journal = Journal(settings.run_dir / "journal.jsonl")
