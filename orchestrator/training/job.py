@@ -468,6 +468,8 @@ class TrainingJob(_WatchedJob):
     def _start(self) -> _Ending | None:
         self.stdout_path.parent.mkdir(parents=True, exist_ok=True)
         command, env = self.command, {**os.environ, **(self.env or {})}
+        if self.record is not None:  # the job works for its record's run, wherever it is started from
+            env[RUN_DIR_ENV] = str(self.record.parent.parent.resolve())
         if self.exit_path is not None:
             with contextlib.suppress(FileNotFoundError):
                 self.exit_path.unlink()
