@@ -633,6 +633,28 @@ def test_a_recorded_slurm_job_is_watched_again_without_sbatch(tmp_path: Path) ->
     assert json.loads(record.read_text())["status"] == "finished"
 
 
+def test_a_copied_record_of_a_slurm_job_of_the_original_folder_is_not_watched(tmp_path: Path) -> None:
+    """The cluster says the recorded job works in another folder (the project was copied while it ran): this folder
+    submits its own job and leaves that one alone."""
+    record = tmp_path / "jobs" / "formal-1.json"
+    record.parent.mkdir()
+    record.write_text(json.dumps({"slurm_job_id": "99", "status": "running", "first_record": 0}))
+    fake = FakeSlurm(tmp_path, ["RUNNING", None], appends={0: ["start updates=1 episodes=8", TRAIN.format(u=1, e=8),
+                                                               "done updates=1 episodes=8"]})
+    answer = fake.__call__
+
+    def elsewhere(cmd: list[str]) -> tuple[int, str, str]:
+        code, out, err = answer(cmd)
+        return (code, out.replace("JobId=", "WorkDir=/original/runs/r1/formal-1/code JobId="), err) if (
+            cmd[:3] == ["scontrol", "show", "job"] and cmd[-1] == "99") else (code, out, err)
+    job = slurm_job(tmp_path, fake)
+    job._run, job.record = elsewhere, record
+    result = job.run()
+
+    assert result.status == "finished" and result.slurm_job_id == JOB_ID and fake.called("sbatch")
+    assert not [c for c in fake.called("scancel") if "99" in c]
+
+
 @pytest.mark.parametrize("end, status, anomaly", [
     ("COMPLETED|0:0|None", "finished", None),
     ("FAILED|3:0|NonZeroExitCode", "failed", "slurm_failed"),

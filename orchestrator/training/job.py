@@ -656,13 +656,20 @@ class SlurmJob(_WatchedJob):
                 "cwd": str(self.cwd)}
 
     def _adopt(self, found: dict) -> str | None:
-        if not found.get("slurm_job_id"):
+        if not found.get("slurm_job_id") or not self._works_here(found["slurm_job_id"]):
             return None
         self.slurm_job_id, self._recorded = found["slurm_job_id"], dict(found)
         if found.get("status") in _ENDED:
             return "ended"
         self._active = True  # squeue/sacct say where it stands at the first poll
         return "running"
+
+    def _works_here(self, job_id: str) -> bool:
+        """Whether the recorded job runs in this job's folder, as far as the cluster still knows it: a copy of a
+        project never watches (nor cancels) the job of the original, which runs in the original's folder."""
+        code, out, _ = self._run(["scontrol", "show", "job", "-o", str(job_id)])
+        found = re.search(r"\bWorkDir=(\S+)", out) if code == 0 else None
+        return found is None or Path(found.group(1)).resolve() == self.cwd.resolve()
 
     def _refused(self, message: str, returncode: int | None) -> _Ending:
         return _Ending("failed", returncode, "failed", (Anomaly("sbatch_refused", True, None, message, message),))
