@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REFERENCE, SOURCE_OF_TRUTH, write_transcript
+from conftest import REFERENCE, SOURCE_OF_TRUTH, reference_replies, write_transcript
 from test_crash import check_end_state, finish, loop_replies, orchestrator, same_files
 from test_recovery import commits_of, one_ending, status_of, wait_for
 
@@ -63,7 +63,8 @@ def fill(folder: Path) -> Path:
 def pad_to_page(log: Path, page: int = 4096) -> None:
     """A whole entry appended to `log` that ends it at a page boundary: a file system filled after it has no room
     left in the file's last page either, so the next entry is refused (tmpfs gives a file room page by page)."""
-    head = "2026-01-01T00:00:00Z run=r1 node=test action=pad tokens=0 cost=$0.0000\n  reason: the test's own\n  result: "
+    head = ("2026-01-01T00:00:00Z run=r1 node=test action=pad tokens=0 cost=$0.0000\n"
+            "  reason: the test's own\n  result: ")
     size = len(log.read_bytes())
     room = (-(size + len(head) + 1)) % page
     log.open("a").write(f"{head}{'x' * room}\n")
@@ -152,7 +153,7 @@ def test_a_read_only_runs_folder_ends_every_command_in_one_line(project: Path, t
 @pytest.mark.tiny_agent("cleanup")
 def test_a_full_disk_for_the_tiny_agent_s_build_ends_environment_not_a_random_model(
         project: Path, tmp_path: Path, tmpfs, tiny_model_dir: Path):
-    replies = loop_replies()
+    replies = reference_replies()  # no fault to fix: the run goes straight to the runtime check
     llm = write_transcript(tmp_path / "t.json", replies)
     models = tmpfs(tmp_path / "models", "1m")
     fill(models)

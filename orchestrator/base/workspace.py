@@ -304,7 +304,8 @@ class Workspace:
                                                 with_extended_output=True, with_exceptions=False)
         if code == 0:
             return ""
-        found = [line.strip() for line in f"{out}\n{err}".splitlines() if line.startswith(("missing", "error", "fatal"))]
+        found = [line.strip() for line in f"{out}\n{err}".splitlines()
+                 if line.startswith(("missing", "error", "fatal"))]
         return f"the history of {branch} is incomplete ({'; '.join(found[:3]) or f'git fsck exit {code}'})"
 
     def head_damage(self) -> str:

@@ -27,5 +27,6 @@ def setup(state: RunState, runtime: Runtime[RunContext]) -> dict:
         entry["result"] = f"branch run/{ctx.run_id}; copied {', '.join(copied) or 'nothing (up to date)'}"
         entry["extra"] = {"sha": sha}
     ctx.on_event(f"setup: workspace branch run/{ctx.run_id} ready")
-    attempts = [{"node": "setup", "attempt": attempt, "outcome": "ok", "sha": sha, "tokens": 0, "cost_usd": 0.0}] if sha else []
+    attempts = ([{"node": "setup", "attempt": attempt, "outcome": "ok", "sha": sha, "tokens": 0, "cost_usd": 0.0}]
+                if sha else [])
     return {"run_id": ctx.run_id, "status": "running", "attempts": attempts}

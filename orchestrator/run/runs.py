@@ -111,11 +111,11 @@ class RunSettings:
         try:
             return cls.from_stored(root, json.loads(path.read_text()))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            rebuilt = "" if cls.rebuilt(root, run_id) is None else (
-                f": `python -m orchestrator resume {run_id}` rebuilds it from the run's checkpoint and journal")
-            raise DamagedSettings(f"{path} is {'missing' if not path.exists() else 'damaged'} ({type(exc).__name__}: "
-                                  f"{exc}){rebuilt or '; this run cannot be resumed: start a new one with '}"
-                                  f"{'' if rebuilt else '`python -m orchestrator run`'}") from exc
+            what = "damaged" if path.exists() else "missing"
+            todo = (f": `python -m orchestrator resume {run_id}` rebuilds it from the run's checkpoint and journal"
+                    if cls.rebuilt(root, run_id) is not None
+                    else "; this run cannot be resumed: start a new one with `python -m orchestrator run`")
+            raise DamagedSettings(f"{path} is {what} ({type(exc).__name__}: {exc}){todo}") from exc
 
     @classmethod
     def rebuilt(cls, project_root: Path, run_id: str) -> "RunSettings | None":
@@ -180,7 +180,8 @@ def list_runs(project_root: Path) -> list[RunSettings]:
     running while no process holds the workspace, `damaged` for a run whose books are)."""
     runs = []
     held = WorkspaceLock(project_root).held_by_someone()
-    folders = {path.parent for pattern in ("*/run.json", "*/journal.jsonl") for path in (project_root / "runs").glob(pattern)}
+    folders = {path.parent for pattern in ("*/run.json", "*/journal.jsonl")
+               for path in (project_root / "runs").glob(pattern)}
     for folder in sorted(folders):
         settings, status, reason = shown_status(project_root, folder.name, held)
         settings.status, settings.exit_reason = status, reason

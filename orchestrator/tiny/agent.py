@@ -112,9 +112,8 @@ def _room_for(folder: Path) -> None:
 
 def _machine_fault(output: str) -> OSError | None:
     """The builder's failure as the OSError it was, when it was the disk's (full, over quota, read-only)."""
-    line = next((line for line in reversed(output.splitlines())
-                 if re.search(r"No space left on device|Disk quota exceeded|Read-only file system|\[Errno (28|30|122)\]",
-                              line)), "")
+    said = re.compile(r"No space left on device|Disk quota exceeded|Read-only file system|\[Errno (28|30|122)\]")
+    line = next((line for line in reversed(output.splitlines()) if said.search(line)), "")
     if not line:
         return None
     code = (errno.EROFS if "Read-only" in line or "Errno 30" in line
