@@ -58,7 +58,8 @@ def _progress() -> Iterator[Callable[[str], None]]:
 def _finish(outcome: RunOutcome) -> None:
     colour = {"done": "green", "budget": "yellow", "environment": "yellow", "cancelled": "yellow"}.get(
         outcome.status, "red")
-    console.print(f"[bold {colour}]{outcome.status}[/] run {outcome.run_id}: {outcome.reason or 'finished'}")
+    console.print(f"[bold {colour}]{outcome.status}[/] run {outcome.run_id}: {escape(outcome.reason or 'finished')}",
+                  soft_wrap=True)  # one line, however long
     console.print(f"  history: python -m orchestrator history {outcome.run_id}   "
                   f"status: python -m orchestrator status {outcome.run_id}")
     raise typer.Exit(outcome.exit_code)
@@ -67,6 +68,39 @@ def _finish(outcome: RunOutcome) -> None:
 def _bad_input(message: str) -> None:
     console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)  # one line, however long
     raise typer.Exit(2)
+
+
+@contextmanager
+def _one_line_endings(stops: bool = True) -> Iterator[None]:
+    """A command's endings that are not a run's outcome, each in one line with its exit code: bad input (2); a full
+    disk, a quota or a read-only file system wherever it is met (4: free space or remount, then go on); with
+    `stops`, SIGINT, SIGTERM and SIGHUP, any number of them (130)."""
+    from orchestrator.base.workspace import WorkspaceError
+    from orchestrator.faults import disk_fault
+
+    try:
+        if stops:
+            from orchestrator.runner import stop_signals
+
+            with stop_signals():
+                yield
+        else:
+            yield
+    except KeyboardInterrupt:
+        console.print("[bold yellow]interrupted[/]: stopped before the run began or after it ended; nothing is lost",
+                      soft_wrap=True)
+        raise typer.Exit(130) from None
+    except (typer.Exit, Abort):
+        raise
+    except Exception as exc:
+        remedy = disk_fault(exc)
+        if remedy:
+            console.print(f"[bold yellow]environment[/]: the machine, not the code: {escape(remedy)}; then run the "
+                          f"command again", soft_wrap=True)
+            raise typer.Exit(4) from None
+        if isinstance(exc, (SetupError, WorkspaceError)):
+            _bad_input(str(exc))
+        raise
 
 
 def _sbatch_options(pairs: list[str]) -> tuple[str, ...]:
@@ -133,7 +167,6 @@ def run(
     from orchestrator.training.formal import FormalSpec
     from orchestrator.runner import start_run
     from orchestrator.run.state import Limits
-    from orchestrator.base.workspace import WorkspaceError
 
     limits = Limits(max_cost_usd=max_cost, max_tokens=max_tokens, max_attempts_per_check=max_attempts,
                     max_answer_tokens=max_answer_tokens, max_context_tokens=max_context)
@@ -142,13 +175,10 @@ def run(
     formal = FormalSpec(model=formal_model, pinned=_pinned_values(formal_set), use_slurm=slurm,
                         timeout_s=formal_timeout, hang_seconds=hang_seconds,
                         sbatch_options=_sbatch_options(sbatch_option), max_jobs=max_jobs, poll_s=poll_seconds)
-    try:
-        with _progress() as on_event:
-            outcome = start_run(project_root, llm=llm, source_of_truth=source_of_truth, limits=limits,
-                                runtime_check=spec, formal=formal, fresh=fresh, until=until, run_id=run_id,
-                                on_event=on_event)
-    except (SetupError, WorkspaceError) as exc:
-        _bad_input(str(exc))
+    with _one_line_endings(), _progress() as on_event:
+        outcome = start_run(project_root, llm=llm, source_of_truth=source_of_truth, limits=limits,
+                            runtime_check=spec, formal=formal, fresh=fresh, until=until, run_id=run_id,
+                            on_event=on_event)
     _finish(outcome)
 
 
@@ -162,21 +192,19 @@ def resume(
     max_answer_tokens: Optional[int] = typer.Option(None, help="a new most output tokens for one LLM answer"),
     max_context: Optional[int] = typer.Option(None, help="the LLM server's context length in tokens"),
     sbatch_option: list[str] = SbatchOption,
+    accept_source_change: bool = typer.Option(False, help="the source of truth changed since the run last ran: copy "
+                                                          "it again (Step 0) and re-run every check on it"),
     project_root: Path = RootOption,
 ) -> None:
     """Continue a run from its checkpoint (after a crash, a cap, a cancelled job, or from a chosen node)."""
     from orchestrator.runner import resume_run
-    from orchestrator.base.workspace import WorkspaceError
 
-    try:
-        with _progress() as on_event:
-            outcome = resume_run(project_root, run_id, from_node=from_node, max_cost_usd=max_cost,
-                                 max_tokens=max_tokens, llm=llm, max_answer_tokens=max_answer_tokens,
-                                 max_context=max_context,
-                                 sbatch_options=_sbatch_options(sbatch_option),
-                                 on_event=on_event)
-    except (SetupError, WorkspaceError) as exc:
-        _bad_input(str(exc))
+    options = _sbatch_options(sbatch_option)
+    with _one_line_endings(), _progress() as on_event:
+        outcome = resume_run(project_root, run_id, from_node=from_node, max_cost_usd=max_cost,
+                             max_tokens=max_tokens, llm=llm, max_answer_tokens=max_answer_tokens,
+                             max_context=max_context, sbatch_options=options,
+                             accept_source_change=accept_source_change, on_event=on_event)
     _finish(outcome)
 
 
@@ -263,10 +291,8 @@ def report(run_id: Optional[str] = typer.Argument(None, help="default: the lates
         from orchestrator.graph import build_graph
 
         pipeline = Pipeline.of(build_graph().get_graph())
-    try:
+    with _one_line_endings(stops=False):
         path = write_page(project_root, run_id, pipeline)
-    except SetupError as exc:
-        _bad_input(str(exc))
     console.print(str(path), markup=False, highlight=False, soft_wrap=True)
     if open_page and not webbrowser.open(path.as_uri()):
         console.print(f"no browser could be started here: open {path.as_uri()} yourself", soft_wrap=True)
@@ -313,14 +339,10 @@ def demo(example: str = typer.Option("cleanup", help="an example under examples/
     """The whole pipeline offline: a recorded LLM, the tiny local model, no network, no GPU, no key."""
     from orchestrator.demo import roles_of, run_demo
     from orchestrator.nodes.review import IDEAS_FILE
-    from orchestrator.base.workspace import WorkspaceError
 
     started = time.monotonic()
-    try:
-        with _progress() as on_event:
-            outcome = run_demo(project_root.resolve(), example, on_event=on_event)
-    except (SetupError, WorkspaceError) as exc:
-        _bad_input(str(exc))
+    with _one_line_endings(), _progress() as on_event:
+        outcome = run_demo(project_root.resolve(), example, on_event=on_event)
     tokens, cost = spent(outcome.state)
     run_dir = project_root.resolve() / "runs" / outcome.run_id
     console.print(f"\n[bold]demo summary[/] ({time.monotonic() - started:.0f} s wall time)")
@@ -351,6 +373,6 @@ def main() -> None:
             message = " ".join(exc.format_message().split()).rstrip(".")
             console.print(f"[bold red]error:[/] {escape(message)}; see `{where} --help`", soft_wrap=True, highlight=False)
         sys.exit(exc.exit_code)
-    except Abort:
-        sys.exit(1)
+    except Abort as exc:  # click's word for a KeyboardInterrupt it met
+        sys.exit(130 if isinstance(exc.__context__, KeyboardInterrupt) else 1)
     sys.exit(code if isinstance(code, int) else 0)

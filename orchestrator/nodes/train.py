@@ -32,6 +32,7 @@ from orchestrator.training.chain import CANCELLED, CHAIN_FILE, Chain, Plan, Situ
 from orchestrator.training.checkpoints import latest_update, link_restart_point
 from orchestrator.checks import LOG_NAME, SAMPLE_LOG_NAME, copy_code, find_log, fingerprint
 from orchestrator.base.execution import tail
+from orchestrator.faults import DISK_FAULTS, cause_of
 from orchestrator.sources.config_file import ConfigFile, read_config, value_kind
 from orchestrator.training.formal import (DEFAULT_MODEL, is_stand_in, memory_text, mostly_unparseable,
                                  parse_proposal, token_cap_raise, vet)
@@ -323,6 +324,13 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
         stopped = {"check": "formal_train", "kind": end.stop.status, "summary": end.stop.reason,
                    "text": end.stop.reason}
         raise (Cancelled(end.stop.reason) if end.stop.status == CANCELLED else MachineFault(end.stop.reason, stopped))
+    disk = cause_of(f"{result.stderr_tail}\n{result.stdout_tail}") if result.status == "failed" else None
+    if disk is not None and disk.machine and disk.fault in DISK_FAULTS:  # its saves met a full or read-only disk
+        record.unlink(missing_ok=True)  # `resume` starts the next job, from the last checkpoint it saved
+        reason = (f"the formal job failed on the machine, not the code: {disk.remedy}; then "
+                  f"`python -m orchestrator resume {ctx.run_id}` goes on from its last checkpoint")
+        raise MachineFault(reason, {"check": "formal_train", "kind": disk.fault, "summary": disk.remedy,
+                                    "text": tail(result.stderr_tail, 3000)})
     config = {**config, **chain.plan.changes}
     plots_dir = ctx.run_dir / PLOTS_DIR / job_name
     where = stop_marks(result)

@@ -80,6 +80,7 @@ class RunContext:
     fresh: bool = False  # the run's branch starts from the workspace's initial commit, not earlier outputs
     on_event: Callable[[str], None] = lambda line: None  # progress lines for the terminal
     journal: Any = None  # orchestrator.run.journal.Journal: paid answers and commits, for crash recovery
+    source_changed: tuple[str, ...] = ()  # source-of-truth files changed since the run last ran (resume accepted it)
 
     @property
     def generated(self) -> Path:

@@ -20,6 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from orchestrator.base.files import project_root_of, same_place
+
 PACKAGES = ("torch", "transformers", "accelerate", "anthropic", "langgraph", "gitpython", "tenacity")
 
 
@@ -158,9 +160,12 @@ def saved_job_config(folder: Path, fields: set[str]) -> tuple[Path, dict] | None
 
 
 def record_job_config(path: Path, planned: dict, saved: Path, ran: dict) -> dict:
-    """Add what the job really ran with to the manifest at `path`; return the fields where it differs
-    from the plan ({field: [planned, ran]})."""
-    differs = {k: [planned[k], ran[k]] for k in planned if k in ran and ran[k] != planned[k]}
+    """Add what the job really ran with to the manifest at `path` (runs/RUN/formal-N/manifest.json); return the
+    fields where it differs from the plan ({field: [planned, ran]}). A folder of the plan that the job wrote down
+    under another project root (the project was copied or moved after it ran) is the same folder."""
+    root = project_root_of(Path(path).parent.parent)
+    differs = {k: [planned[k], ran[k]] for k in planned
+               if k in ran and ran[k] != planned[k] and not same_place(planned[k], ran[k], root)}
     manifest = json.loads(Path(path).read_text())
     manifest.update(job_config=ran, job_config_file=str(saved), job_config_differs=differs)
     Path(path).write_text(json.dumps(manifest, indent=2) + "\n")
