@@ -56,7 +56,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--verdicts", action="store_true", help="add a helper whose return depends on the state")
-    parser.add_argument("--examples", default="cleanup,staghunt,spread")
+    parser.add_argument("--examples", default="cleanup,staghunt,spread,crossing")
     args = parser.parse_args()
     print(f"{'example':<10} {'wall s (median)':>16} {'cpu s (median)':>15} {'load':>5} {'verdicts':>9}  runs (wall s)")
     for name in args.examples.split(","):

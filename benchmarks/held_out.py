@@ -44,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.sources.config_file import field_kinds, load_config_class  # noqa: E402
+from orchestrator.sources.config_file import read_config# noqa: E402
 from orchestrator.demo import example, recorded_roles  # noqa: E402
 from orchestrator.sources.roles import ConfigRoles, parses_command_line, validate_roles  # noqa: E402
 
@@ -139,7 +139,7 @@ def play_staghunt(train: Any, config: Any, model: Any, tokenizer: Any, boards: l
 def game_roles(game: str, folder: Path) -> ConfigRoles:
     """The example's roles mapping (its config's field names for the generic roles), checked on its config."""
     config_path = folder / "grpo_config.py"
-    return validate_roles(recorded_roles(example(game)), field_kinds(load_config_class(config_path)),
+    return validate_roles(recorded_roles(example(game)), read_config(config_path).kinds,
                           cli_possible=parses_command_line((folder / "grpo_template.py").read_text(),
                                                            config_path.read_text()))
 

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from held_out import SEED_SPACING, HeldOut, game_roles  # noqa: E402
 
-from orchestrator.sources.config_file import field_defaults, field_kinds, load_config_class  # noqa: E402
+from orchestrator.sources.config_file import read_config# noqa: E402
 from orchestrator.demo import example  # noqa: E402
 from orchestrator.training.logformat import parse_log  # noqa: E402
 from orchestrator.sources.roles import deliver  # noqa: E402
@@ -67,14 +67,14 @@ def generated_folder(game: str, dest: Path) -> Path:
 def config_turns(game: str, folder: Path) -> int:
     """The config's own episode length (its default), the horizon the researcher chose."""
     name = game_roles(game, folder).field_of("episode_turns")
-    return field_defaults(load_config_class(folder / "grpo_config.py"))[name]
+    return read_config(folder / "grpo_config.py").defaults[name]
 
 
 def run_values(game: str, folder: Path, *, model: str, seed: int, lr: float, updates: int, group: int, turns: int,
                log_dir: Path, save_every: int, agents: int | None = None) -> list[str]:
     config_path = folder / "grpo_config.py"
     roles = game_roles(game, folder)
-    if "learning_rate" not in field_kinds(load_config_class(config_path)):
+    if "learning_rate" not in read_config(config_path).kinds:
         raise SystemExit(f"{game}: the config has no learning_rate field; this benchmark sets the rate through it")
     values = roles.to_fields({
         "model": model, "episodes_total": updates * group, "updates_total": updates, "group_generations": group,

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from orchestrator import checks  # noqa: E402
 from orchestrator.training.census import FINDINGS_NAME  # noqa: E402
-from orchestrator.sources.config_file import field_kinds, load_config_class  # noqa: E402
+from orchestrator.sources.config_file import read_config# noqa: E402
 from orchestrator.demo import example, recorded_roles  # noqa: E402
 from orchestrator.sources.roles import validate_roles  # noqa: E402
 from orchestrator.tiny.model import build_tiny_model  # noqa: E402
@@ -70,7 +70,7 @@ def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     scratch = Path(tempfile.mkdtemp(prefix="training-check-bench-"))
     folder, source = reference_set(args.example, scratch / args.example)
-    kinds = field_kinds(load_config_class(source / "grpo_config.py"))
+    kinds = read_config(source / "grpo_config.py").kinds
     roles = validate_roles(recorded_roles(example(args.example)), kinds, cli_possible=True)
     spec = checks.RuntimeCheckSpec(model=str(build_tiny_model(scratch / "model")), real_model=False, episodes=4,
                                    turns=2)

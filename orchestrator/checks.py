@@ -17,12 +17,13 @@ import math
 import re
 import shutil
 import socket
-import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from orchestrator.training.census import Census, TrainingFindings, census_env, read_census, read_training_check
-from orchestrator.sources.config_file import accepted_values, load_config_class
+from orchestrator.training.census import (Census, TrainingFindings, census_env, read_census, read_training_check,
+                                          unreported)
+from orchestrator.training.slurm_job import local_job
+from orchestrator.sources.config_file import accepted_values, read_config
 from orchestrator.base.execution import (ExecutionResult, execute, exit_after_done, last_traceback, launcher_failures,
                                     own_tracebacks, rank_errors, strip_progress_bars, tail)
 from orchestrator.faults import CODE, ENVIRONMENT, Cause, cause_of
@@ -61,6 +62,7 @@ class CheckResult:
     files: list[str] = field(default_factory=list)  # generated files the evidence points at
     seconds: float = 0.0
     signature: str = ""  # the failure itself (traceback, violations), without the code around it
+    notes: list[str] = field(default_factory=list)  # what the check noted and could not verify (the probe's notes)
 
     @property
     def fingerprint(self) -> str:
@@ -210,10 +212,10 @@ def run_import_check(folder: Path, timeout_s: float = 300.0, source_of_truth: Pa
         evidence = "\n".join(str(v) for v in answer.violations)
         return CheckResult("import_check", False, "contract",
                            f"{len(answer.violations)} contract violation(s) on a real game; first: {answer.violations[0]}",
-                           tail(evidence, EVIDENCE_CHARS), files, result.seconds)
+                           tail(evidence, EVIDENCE_CHARS), files, result.seconds, notes=answer.notes)
     note = f" ({answer.note})" if answer.note else ""
     return CheckResult("import_check", True, summary=f"imported {', '.join(IMPORTED_MODULES)}; the contract holds on "
-                                                     f"a real game{note}", seconds=result.seconds)
+                                                     f"a real game{note}", seconds=result.seconds, notes=answer.notes)
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,7 @@ class RuntimeCheckSpec:
     plays: bool = False  # the model writes valid calls (the tiny agent): some actions must parse
     timeout_s: float = 900.0
     cpu_processes: int = 2  # without a GPU, training processes in a gloo group: the distributed path runs too
+    slurm_job: bool = True  # run as the batch script of a one-node SLURM job, as `sbatch launch_training.sh` does
 
     def role_values(self, log_dir: Path) -> dict[str, object]:
         """The short run, by role: the config's roles mapping turns these into its own field names."""
@@ -287,6 +290,7 @@ class ShortRun:
     census: Census | None
     expected_processes: int
     training: TrainingFindings | None = None
+    judged: bool = False  # the training was asked to judge itself: every process must report
 
 
 def short_run(folder: Path, spec: RuntimeCheckSpec, roles: ConfigRoles, work_dir: Path, gpus: int = 0,
@@ -303,34 +307,42 @@ def short_run(folder: Path, spec: RuntimeCheckSpec, roles: ConfigRoles, work_dir
     log_dir.mkdir(parents=True)
     values, refused = short_run_values(roles.to_fields(spec.role_values(log_dir)), code / "grpo_config.py")
     args = deliver(roles, values, code / "grpo_config.py")
+    job = local_job(work_dir / "slurm", code, gpus) if spec.slurm_job else {}
+    plan = probe_plan(folder, source_of_truth)
+    census = census_env(work_dir / "census", training_plan=plan, path=job.get("PATH"))
     result = execute(["bash", "launch_training.sh", *args], code, timeout_s=spec.timeout_s,
-                     env={"PYTHON": sys.executable, "CPU_PROCESSES": str(spec.cpu_processes),
-                          "MAIN_PORT": str(free_port()),
-                          **census_env(work_dir / "census", training_plan=probe_plan(folder, source_of_truth))})
+                     env={"CPU_PROCESSES": str(spec.cpu_processes), "MAIN_PORT": str(free_port()), **job, **census})
     return ShortRun(result, code, find_log(work_dir), refused, read_census(work_dir / "census"),
-                    gpus or spec.cpu_processes, read_training_check(work_dir / "census"))
+                    gpus or spec.cpu_processes, read_training_check(work_dir / "census"), judged=plan is not None)
 
 
 def judge_short_run(run: ShortRun, spec: RuntimeCheckSpec, log_format: LogFormat | None = None) -> CheckResult:
     """It must exit cleanly (or only lose a rank to a signal after train.logs said done), log updates with
     finite numbers (read in `log_format`), have run the processes it was asked for, and leave the GENERIC
-    code as the template's to its end (`with_training_findings`)."""
-    return with_training_findings(judge_run(run, spec, log_format), run.training, exited=run.result.ok)
+    code as the template's to its end, in every process (`with_training_findings`)."""
+    judged = judge_run(run, spec, log_format)
+    ended = run.result.ok or judged.passed  # a run that crashed has its own evidence: its ranks could not report
+    missing = unreported(run.census, run.training, run.expected_processes) if run.judged and ended else []
+    return with_training_findings(judged, run.training, exited=run.result.ok, missing=missing)
 
 
-def with_training_findings(result: CheckResult, findings: TrainingFindings | None, exited: bool = True) -> CheckResult:
+MISSING_CHECK = "training-check-missing"
+
+
+def with_training_findings(result: CheckResult, findings: TrainingFindings | None, exited: bool = True,
+                           missing: list[str] | None = None) -> CheckResult:
     """The violations the check inside the training found fail a run that `exited` cleanly (or passed all the
     same: a rank lost at exit after train.logs said done) as the rules' own failures, with the run's own failure
     after them if it had one (a patch can show as a non-finite loss); a run that crashed keeps its failure (its
-    traceback, or the machine's fault), with the violations after it. What the check could not do is a note in
-    the summary of a run that passed, never a failure."""
-    if findings is None:
-        return result
-    if not findings.violations:
-        if findings.notes and result.passed:
+    traceback, or the machine's fault), with the violations after it. A process the check did not run in
+    (`missing`, census.unreported) is a violation too. What the check could not do is a note in the summary of a
+    run that passed, never a failure."""
+    violations = [Violation(v["rule"], v["file"], None, v["message"]) for v in (findings.violations if findings else [])]
+    violations += [Violation(MISSING_CHECK, "launch_training.sh", None, line) for line in missing or []]
+    if not violations:
+        if findings is not None and findings.notes and result.passed:
             return replace(result, summary=f"{result.summary}; the check during training: {'; '.join(findings.notes)}")
         return result
-    violations = [Violation(v["rule"], v["file"], None, v["message"]) for v in findings.violations]
     found = "\n".join(str(v) for v in violations)
     if not exited and not result.passed:
         return replace(result, evidence=f"{tail(result.evidence, EVIDENCE_CHARS // 2)}\n\nDuring the training run, "
@@ -387,12 +399,13 @@ def free_port() -> int:
 
 
 def short_run_values(values: dict[str, object], config_path: Path) -> tuple[dict[str, object], list[str]]:
-    """The short run's values that the config's own validation accepts (all of them when it cannot load)."""
+    """The short run's values that the config's own validation accepts (all of them when it cannot load), judged
+    in a fresh interpreter: the generated config never runs in this one."""
     try:
-        config_cls = load_config_class(config_path)
-    except Exception:  # a broken config is the run's evidence, not the orchestrator's crash
+        config = read_config(config_path)
+    except ValueError:  # a broken config is the run's evidence, not the orchestrator's crash
         return values, []
-    return accepted_values(config_cls, values)
+    return accepted_values(config, values)
 
 
 def unset_roles_note(roles: ConfigRoles) -> str:

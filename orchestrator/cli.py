@@ -24,7 +24,7 @@ from rich.table import Table
 
 from orchestrator.training.formal import DEFAULT_MODEL
 from orchestrator.llm.base import MAX_ANSWER_TOKENS
-from orchestrator.run.runs import SetupError, answered_by_text, jobs_line, list_runs, metrics_line, run_summary, spent
+from orchestrator.run.runs import SetupError, answered_by_text, jobs_line, list_runs, metric_roles_line, metrics_line, run_summary, spent
 from orchestrator.base.files import from_disk
 from orchestrator.ideas.lineage import Lineage, lineage_lines, tree_lines
 from orchestrator.tiny.agent import TINY_AGENT
@@ -59,7 +59,8 @@ def _progress() -> Iterator[Callable[[str], None]]:
 def _finish(outcome: RunOutcome) -> None:
     colour = {"done": "green", "budget": "yellow", "environment": "yellow", "cancelled": "yellow"}.get(
         outcome.status, "red")
-    console.print(f"[bold {colour}]{outcome.status}[/] run {outcome.run_id}: {outcome.reason or 'finished'}")
+    console.print(f"[bold {colour}]{outcome.status}[/] run {outcome.run_id}: {escape(outcome.reason or 'finished')}",
+                  soft_wrap=True)  # one line, however long
     console.print(f"  history: python -m orchestrator history {outcome.run_id}   "
                   f"status: python -m orchestrator status {outcome.run_id}")
     raise typer.Exit(outcome.exit_code)
@@ -68,6 +69,39 @@ def _finish(outcome: RunOutcome) -> None:
 def _bad_input(message: str) -> None:
     console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)  # one line, however long
     raise typer.Exit(2)
+
+
+@contextmanager
+def _one_line_endings(stops: bool = True) -> Iterator[None]:
+    """A command's endings that are not a run's outcome, each in one line with its exit code: bad input (2); a full
+    disk, a quota or a read-only file system wherever it is met (4: free space or remount, then go on); with
+    `stops`, SIGINT, SIGTERM and SIGHUP, any number of them (130)."""
+    from orchestrator.base.workspace import WorkspaceError
+    from orchestrator.faults import disk_fault
+
+    try:
+        if stops:
+            from orchestrator.runner import stop_signals
+
+            with stop_signals():
+                yield
+        else:
+            yield
+    except KeyboardInterrupt:
+        console.print("[bold yellow]interrupted[/]: stopped before the run began or after it ended; nothing is lost",
+                      soft_wrap=True)
+        raise typer.Exit(130) from None
+    except (typer.Exit, Abort):
+        raise
+    except Exception as exc:
+        remedy = disk_fault(exc)
+        if remedy:
+            console.print(f"[bold yellow]environment[/]: the machine, not the code: {escape(remedy)}; then run the "
+                          f"command again", soft_wrap=True)
+            raise typer.Exit(4) from None
+        if isinstance(exc, (SetupError, WorkspaceError)):
+            _bad_input(str(exc))
+        raise
 
 
 def _sbatch_options(pairs: list[str]) -> tuple[str, ...]:
@@ -108,6 +142,8 @@ def run(
     max_attempts: int = typer.Option(5, help="fix attempts per failing check before the run is blocked"),
     max_answer_tokens: int = typer.Option(MAX_ANSWER_TOKENS, help="the most output tokens one LLM answer may use "
                                                                   "(below a local server's context length)"),
+    max_context: Optional[int] = typer.Option(None, help="the LLM server's context length in tokens, prompt and "
+                                                         "answer (default: as the server or model config says)"),
     check_model: str = typer.Option("", help="model for the runtime check; default: the tiny agent, a tiny "
                                           "local model warm-started on the generated game's turns"),
     check_episodes: int = typer.Option(10, help="episodes of the runtime check's short training run"),
@@ -132,22 +168,18 @@ def run(
     from orchestrator.training.formal import FormalSpec
     from orchestrator.runner import start_run
     from orchestrator.run.state import Limits
-    from orchestrator.base.workspace import WorkspaceError
 
     limits = Limits(max_cost_usd=max_cost, max_tokens=max_tokens, max_attempts_per_check=max_attempts,
-                    max_answer_tokens=max_answer_tokens)
+                    max_answer_tokens=max_answer_tokens, max_context_tokens=max_context)
     spec = RuntimeCheckSpec(model=check_model, real_model=check_model not in ("", TINY_AGENT),
                             episodes=check_episodes)
     formal = FormalSpec(model=formal_model, pinned=_pinned_values(formal_set), use_slurm=slurm,
                         timeout_s=formal_timeout, hang_seconds=hang_seconds,
                         sbatch_options=_sbatch_options(sbatch_option), max_jobs=max_jobs, poll_s=poll_seconds)
-    try:
-        with _progress() as on_event:
-            outcome = start_run(project_root, llm=llm, source_of_truth=source_of_truth, limits=limits,
-                                runtime_check=spec, formal=formal, fresh=fresh, until=until, run_id=run_id,
-                                on_event=on_event)
-    except (SetupError, WorkspaceError) as exc:
-        _bad_input(str(exc))
+    with _one_line_endings(), _progress() as on_event:
+        outcome = start_run(project_root, llm=llm, source_of_truth=source_of_truth, limits=limits,
+                            runtime_check=spec, formal=formal, fresh=fresh, until=until, run_id=run_id,
+                            on_event=on_event)
     _finish(outcome)
 
 
@@ -159,21 +191,21 @@ def resume(
     max_tokens: Optional[int] = typer.Option(None, help="a new token cap"),
     llm: Optional[str] = typer.Option(None, help="switch the LLM backend"),
     max_answer_tokens: Optional[int] = typer.Option(None, help="a new most output tokens for one LLM answer"),
+    max_context: Optional[int] = typer.Option(None, help="the LLM server's context length in tokens"),
     sbatch_option: list[str] = SbatchOption,
+    accept_source_change: bool = typer.Option(False, help="the source of truth changed since the run last ran: copy "
+                                                          "it again (Step 0) and re-run every check on it"),
     project_root: Path = RootOption,
 ) -> None:
     """Continue a run from its checkpoint (after a crash, a cap, a cancelled job, or from a chosen node)."""
     from orchestrator.runner import resume_run
-    from orchestrator.base.workspace import WorkspaceError
 
-    try:
-        with _progress() as on_event:
-            outcome = resume_run(project_root, run_id, from_node=from_node, max_cost_usd=max_cost,
-                                 max_tokens=max_tokens, llm=llm, max_answer_tokens=max_answer_tokens,
-                                 sbatch_options=_sbatch_options(sbatch_option),
-                                 on_event=on_event)
-    except (SetupError, WorkspaceError) as exc:
-        _bad_input(str(exc))
+    options = _sbatch_options(sbatch_option)
+    with _one_line_endings(), _progress() as on_event:
+        outcome = resume_run(project_root, run_id, from_node=from_node, max_cost_usd=max_cost,
+                             max_tokens=max_tokens, llm=llm, max_answer_tokens=max_answer_tokens,
+                             max_context=max_context, sbatch_options=options,
+                             accept_source_change=accept_source_change, on_event=on_event)
     _finish(outcome)
 
 
@@ -227,6 +259,10 @@ def status(run_id: Optional[str] = typer.Argument(None, help="default: the lates
         console.print(f"    {node}: {int(row.get('calls', 0))} calls, {int(row.get('tokens', 0))} tokens, "
                       f"${row.get('cost_usd', 0.0):.4f}" + (f" ({by})" if by else ""), markup=False,
                       highlight=False, soft_wrap=True)
+    for note in info["probe_notes"]:
+        console.print(f"  probe: {note}", markup=False, highlight=False, soft_wrap=True)
+    if info["metric_roles"]:
+        console.print(f"  {metric_roles_line(info['metric_roles'])}", markup=False, highlight=False, soft_wrap=True)
     if info["metrics"]:
         console.print(f"  {metrics_line(info['metrics'])}", markup=False, highlight=False, soft_wrap=True)
     if info["jobs"] and (len(info["jobs"]["jobs"]) > 1 or info["jobs"]["jobs"][0].get("job_id")):
@@ -268,10 +304,8 @@ def report(run_id: Optional[str] = typer.Argument(None, help="default: the lates
         from orchestrator.graph import build_graph
 
         pipeline = Pipeline.of(build_graph().get_graph())
-    try:
+    with _one_line_endings(stops=False):
         path = write_page(project_root, run_id, pipeline)
-    except SetupError as exc:
-        _bad_input(str(exc))
     console.print(str(path), markup=False, highlight=False, soft_wrap=True)
     if open_page and not webbrowser.open(path.as_uri()):
         console.print(f"no browser could be started here: open {path.as_uri()} yourself", soft_wrap=True)
@@ -288,22 +322,23 @@ def try_command(
     max_cost: Optional[float] = typer.Option(None, help="USD cap for the child run"),
     max_tokens: Optional[int] = typer.Option(None, help="token cap for the child run"),
     max_attempts: int = typer.Option(5, help="fix attempts per failing check before the child is blocked"),
+    max_answer_tokens: int = typer.Option(MAX_ANSWER_TOKENS, help="the most output tokens one LLM answer may use "
+                                                                  "(left so with the parent's backend: the parent's)"),
+    max_context: Optional[int] = typer.Option(None, help="the LLM server's context length in tokens (default: the "
+                                                         "parent's, else as the server says)"),
     child_id: Optional[str] = typer.Option(None, "--run-id", help="default: RUN-idea-N"),
     project_root: Path = RootOption,
 ) -> None:
     """Try one idea of a run as a child run: the idea's edits, every check, the parent's plan on the same seeds for
     both arms, and the verdict (runs/compare-RUN-vs-CHILD.html)."""
-    from orchestrator.base.workspace import WorkspaceError
     from orchestrator.run.state import Limits
     from orchestrator.trying import try_idea
 
-    limits = Limits(max_cost_usd=max_cost, max_tokens=max_tokens, max_attempts_per_check=max_attempts)
-    try:
-        with _progress() as on_event:
-            outcome = try_idea(project_root, run_id, idea, idea_text, seeds=seeds, llm=llm, limits=limits,
-                               run_id=child_id, on_event=on_event)
-    except (SetupError, WorkspaceError) as exc:
-        _bad_input(str(exc))
+    limits = Limits(max_cost_usd=max_cost, max_tokens=max_tokens, max_attempts_per_check=max_attempts,
+                    max_answer_tokens=max_answer_tokens, max_context_tokens=max_context)
+    with _one_line_endings(), _progress() as on_event:
+        outcome = try_idea(project_root, run_id, idea, idea_text, seeds=seeds, llm=llm, limits=limits,
+                           run_id=child_id, on_event=on_event)
     for line in lineage_lines(project_root, outcome.run_id):
         console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"  compare: python -m orchestrator compare {run_id} {outcome.run_id}")
@@ -320,14 +355,13 @@ def compare(run_ids: list[str] = typer.Argument(..., help="two runs or more; the
 
     from orchestrator.page.compare import verdicts, write_compare_page
 
-    try:
+    with _one_line_endings(stops=False):
         path = write_compare_page(project_root, run_ids)
-    except SetupError as exc:
-        _bad_input(str(exc))
+        found = {other: verdicts(project_root, run_ids[0], other) for other in run_ids[1:]}
     console.print(str(path), markup=False, highlight=False, soft_wrap=True)
-    for other in run_ids[1:]:
+    for other, comparison in found.items():
         console.print(f"{other} against {run_ids[0]}:", markup=False, highlight=False)
-        for metric in verdicts(project_root, run_ids[0], other).metrics:
+        for metric in comparison.metrics:
             console.print(f"  {metric.line}", markup=False, highlight=False, soft_wrap=True)
     if open_page and not webbrowser.open(path.as_uri()):
         console.print(f"no browser could be started here: open {path.as_uri()} yourself", soft_wrap=True)
@@ -358,6 +392,8 @@ def check(
     failed = bool(errors(violations))
     if not skip_import:
         result = run_import_check(folder, source_of_truth=source_of_truth)
+        for note in result.notes:
+            console.print(f"probe note: {note}", markup=False, highlight=False, soft_wrap=True)
         if not result.passed:
             console.print(f"import {', '.join(result.files)}: {result.summary}", markup=False, highlight=False)
             console.print(result.evidence, markup=False, highlight=False)
@@ -372,14 +408,10 @@ def demo(example: str = typer.Option("cleanup", help="an example under examples/
     """The whole pipeline offline: a recorded LLM, the tiny local model, no network, no GPU, no key."""
     from orchestrator.demo import roles_of, run_demo
     from orchestrator.nodes.review import IDEAS_FILE
-    from orchestrator.base.workspace import WorkspaceError
 
     started = time.monotonic()
-    try:
-        with _progress() as on_event:
-            outcome = run_demo(project_root.resolve(), example, on_event=on_event)
-    except (SetupError, WorkspaceError) as exc:
-        _bad_input(str(exc))
+    with _one_line_endings(), _progress() as on_event:
+        outcome = run_demo(project_root.resolve(), example, on_event=on_event)
     tokens, cost = spent(outcome.state)
     run_dir = project_root.resolve() / "runs" / outcome.run_id
     console.print(f"\n[bold]demo summary[/] ({time.monotonic() - started:.0f} s wall time)")
@@ -410,6 +442,6 @@ def main() -> None:
             message = " ".join(exc.format_message().split()).rstrip(".")
             console.print(f"[bold red]error:[/] {escape(message)}; see `{where} --help`", soft_wrap=True, highlight=False)
         sys.exit(exc.exit_code)
-    except Abort:
-        sys.exit(1)
+    except Abort as exc:  # click's word for a KeyboardInterrupt it met
+        sys.exit(130 if isinstance(exc.__context__, KeyboardInterrupt) else 1)
     sys.exit(code if isinstance(code, int) else 0)

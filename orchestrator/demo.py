@@ -5,7 +5,8 @@ for that triple; its `helper_readme.md` is what the orchestrator renders from it
 `source_of_truth/` (the researcher's three files; an example without one uses the project's
 `source_of_truth/`). Optional: `roles.json`, the recorded roles answer (otherwise the
 first guess from the config's field names is recorded as the answer); `log_format.json`, the recorded
-log-format answer (otherwise none is recorded: the first guess reads the log); `future_improvements.md`,
+log-format answer (otherwise none is recorded: the first guess reads the log); `metric_roles.json`, the recorded
+answer naming the log's keys the first guess could not give a role (otherwise none is recorded); `future_improvements.md`,
 the recorded review (otherwise a review about GRPO itself, in no game's words); `idea_edits.md`, the recorded
 answers of `apply_idea` for ideas of that review, one `## title` section each (the title of the idea, the answer's
 SEARCH/REPLACE edits), kept beside the transcript's replies for a child of the demo run to replay (`python -m
@@ -30,10 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.checks import RuntimeCheckSpec
-from orchestrator.sources.config_file import accepted_values, field_help, field_kinds, load_config_class, value_kind
+from orchestrator.sources.config_file import ConfigFile, accepted_values, field_help, read_config, value_kind
 from orchestrator.llm.edits import sections_answer
 from orchestrator.training.formal import FormalSpec
 from orchestrator.training.logformat import LOG_FORMAT_FILE
+from orchestrator.training.metric_roles import METRIC_ROLES_FILE
 from orchestrator.ideas.catalog import read_ideas
 from orchestrator.nodes.idea import NODE as APPLY_IDEA
 from orchestrator.nodes.review import IDEAS_FILE
@@ -50,7 +52,8 @@ DEFAULT_EXAMPLE = "cleanup"
 IDEA_EDITS_FILE = "idea_edits.md"
 
 # the formal run of the demo, by role: short, on a CPU, still logging samples and evaluations; groups of 4 episodes
-# of 4 turns, so that most groups' returns differ and every update has a gradient
+# of 3 turns, so that most groups' returns differ and most updates have a gradient (benchmarks/flat_groups.py: every
+# update of 10 Cleanup seeds, 68 of 90 of 30 Stag Hunt seeds, whose rewards are sparse)
 FORMAL_BY_ROLE = {"episodes_total": 12, "updates_total": 3, "group_generations": 4, "episode_turns": 3,
                   "thinking_cap": 40, "action_cap": 40, "micro_batch": 8, "precision": False, "checkpointing": False,
                   "eval_every": 2, "sample_every": 3, "save_every": 1000}
@@ -100,12 +103,13 @@ def example(name: str) -> Example:
                    folder)
 
 
-def _config(ex: Example) -> tuple[type, dict[str, str], bool]:
-    """The example config's class, its fields' kinds, and whether values can reach train.py as flags."""
+def _config(ex: Example) -> tuple[ConfigFile, dict[str, str], bool]:
+    """The example config (read in a fresh interpreter), its fields' kinds, and whether values can reach train.py
+    as flags."""
     config_path = ex.source_of_truth / "grpo_config.py"
-    config_cls = load_config_class(config_path)
+    config = read_config(config_path)
     cli = parses_command_line((ex.source_of_truth / "grpo_template.py").read_text(), config_path.read_text())
-    return config_cls, field_kinds(config_cls), cli
+    return config, config.kinds, cli
 
 
 def first_guess(ex: Example) -> dict[str, Any]:
@@ -131,13 +135,13 @@ def recorded_roles(ex: Example) -> dict[str, Any]:
 
 def formal_proposal(ex: Example, answer: dict[str, Any]) -> dict[str, Any]:
     """FORMAL_BY_ROLE in the example config's field names, each value of the field's own kind."""
-    config_cls, kinds, cli = _config(ex)
+    config, kinds, cli = _config(ex)
     roles = validate_roles(answer, kinds, cli_possible=cli)
     proposal = {}
     for name, value in roles.to_fields(FORMAL_BY_ROLE).items():
         if kinds[name] == value_kind(value) or (kinds[name] == "float" and value_kind(value) == "int"):
             proposal[name] = value
-    return accepted_values(config_cls, proposal)[0]
+    return accepted_values(config, proposal)[0]
 
 
 def faults(train_text: str) -> list[tuple[str, str]]:
@@ -191,6 +195,8 @@ def transcript(ex: Example) -> dict:
         reply("review", f"FILE: future_improvements.md\n````\n{ex.recorded(IDEAS_FILE, GENERIC_IDEAS)}````\n", 7400, 640),
         *([reply("log_format", f"```json\n{log_format}```", 2100, 160)]
           if (log_format := ex.recorded(LOG_FORMAT_FILE)) else []),
+        *([reply("metric_roles", f"```json\n{metric_roles}```", 900, 40)]
+          if (metric_roles := ex.recorded(METRIC_ROLES_FILE)) else []),
     ], IDEAS_KEY: [{**reply(APPLY_IDEA, idea.text + "\n", 31000, 240), IDEA_KEY: idea.title}
                    for idea in read_ideas(ex.recorded(IDEA_EDITS_FILE))]}
 

@@ -26,6 +26,7 @@ import importlib.util
 import os
 import re
 import sys
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePath
@@ -269,3 +270,28 @@ def cause_of(output: str, folder: Path | None = None, environ: Mapping[str, str]
         if remedy:
             return Cause(CODE, fault, fact=remedy) if own else Cause(ENVIRONMENT, fault, remedy)
     return Cause(CODE)
+
+
+DISK_FAULTS = ("no_space", "read_only")
+
+
+def disk_fault(exc: BaseException, folders: Iterable[Path] = ()) -> str:
+    """The one-line remedy when `exc` (or an error it came from) is a full disk, a quota reached or a read-only file
+    system, whatever raised it (a book's write, git, SQLite), naming the folder: the one its error names, else the
+    first of `folders` that is on a file system in that state. '' when it is none of these."""
+    text = "".join(traceback.format_exception(exc))
+    lines = failure_lines(text)
+    cause = cause_of(text)
+    said = cause.machine and cause.fault in DISK_FAULTS
+    if said and _path_in(_first(_NO_SPACE if cause.fault == "no_space" else _READ_ONLY, lines)):
+        return cause.remedy
+    for folder in folders:
+        try:
+            found = os.statvfs(folder)
+        except OSError:
+            continue
+        if found.f_flag & os.ST_RDONLY and (not said or cause.fault == "read_only"):
+            return _read_only([f"[Errno 30] Read-only file system: '{folder}'"], "", {})
+        if found.f_bavail == 0 and (not said or cause.fault == "no_space"):
+            return _no_space([f"[Errno 28] No space left on device: '{folder}'"], "", {})
+    return cause.remedy if said else ""

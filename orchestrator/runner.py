@@ -42,22 +42,24 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from orchestrator.base.actionlog import ActionLog, Event
 from orchestrator.checks import EVIDENCE_CHARS, RuntimeCheckSpec
 from orchestrator.base.execution import tail
-from orchestrator.faults import ENVIRONMENT, cause_of
+from orchestrator.faults import ENVIRONMENT, cause_of, disk_fault
 from orchestrator.training.formal import FormalSpec
 from orchestrator.graph import NODES, build_graph
-from orchestrator.base.halt import halt_point
+from orchestrator.base.halt import halt_point, halting
 from orchestrator.run.journal import Journal, journaled
 from orchestrator.base.files import write_atomic
 from orchestrator.run.limits import RunStopped
 from orchestrator.llm import MAX_ANSWER_TOKENS, PRICES_FILE, Backend, LLMError, Reply, load_prices, make_llm
+from orchestrator.llm.context import MIN_CONTEXT_TOKENS
 from orchestrator.llm.reported import ReportedLLM, call_line
 from orchestrator.page import Pipeline, write_page
 from orchestrator.training.plots import curves_section
 from orchestrator.base.runlock import WorkspaceBusy, WorkspaceLock, marked_process, run_processes, stop_processes
-from orchestrator.run.runs import (damaged_checkpoints, FORMAL_JOB, RunSettings, SetupError, check_run_id,
-                                   evidence_lines, llm_paths, spent, write_state)
+from orchestrator.run.runs import (BRANCH, DamagedSettings, damaged_checkpoints, FORMAL_JOB, RunSettings, SetupError,
+                                   changed_source, check_run_id, evidence_lines, llm_paths, source_hashes, spent,
+                                   write_state)
 from orchestrator.base.files import to_disk
-from orchestrator.run.state import Limits, RunContext, RunState, attempt_count
+from orchestrator.run.state import SOURCE_FILES, Limits, RunContext, RunState, attempt_count
 from orchestrator.training.job import live_jobs
 from orchestrator.base.workspace import Workspace, WorkspaceError
 from orchestrator.sources.config_file import CONFIG_CLASS
@@ -66,7 +68,7 @@ from orchestrator.run.source_check import check_source_of_truth
 
 EXIT_CODES = {"done": 0, "blocked": 1, "failed": 1, "budget": 3, "environment": 4, "cancelled": 5,
               "interrupted": 130}
-CRASHED = ("running", "interrupted")  # statuses a resume may find half-done work after
+CRASHED = ("running", "interrupted", "environment")  # statuses a resume may find half-done work after
 PAGE_LIVE_S = 10.0  # between two rewrites of report.html inside one node (a formal run training, say)
 
 
@@ -101,6 +103,8 @@ def check_limits(limits: Limits) -> None:
         raise SetupError(f"--max-attempts must be 1 or more, got {limits.max_attempts_per_check}")
     if not 1 <= limits.max_answer_tokens <= MAX_ANSWER_TOKENS:
         raise SetupError(f"--max-answer-tokens must be from 1 to {MAX_ANSWER_TOKENS}, got {limits.max_answer_tokens}")
+    if limits.max_context_tokens is not None and limits.max_context_tokens < MIN_CONTEXT_TOKENS:
+        raise SetupError(f"--max-context must be at least {MIN_CONTEXT_TOKENS} tokens, got {limits.max_context_tokens}")
 
 
 
@@ -151,14 +155,35 @@ def checked_specs(runtime_check: RuntimeCheckSpec, formal: FormalSpec,
 
 
 class _Saver(SqliteSaver):
-    """SqliteSaver with a test hook right after each checkpoint is on disk: the node boundary."""
+    """SqliteSaver with test hooks (orchestrator.base.halt): right after a node's writes are on disk, before the
+    checkpoint that follows them (`writes:NODE`), and right after each checkpoint is on disk, the node boundary
+    (`checkpoint:NEXT_NODE`). LangGraph saves both from its own threads; the checkpoint's save is what the next step
+    waits for, so both hooks halt there."""
 
     def put(self, config, checkpoint, metadata, new_versions):  # type: ignore[override]
+        if metadata.get("source") == "loop" and halting("writes"):
+            for node in self._written(config):
+                halt_point("writes", node)
         saved = super().put(config, checkpoint, metadata, new_versions)
         for channel in new_versions:
             if str(channel).startswith("branch:to:"):
                 halt_point("checkpoint", str(channel)[len("branch:to:"):])
         return saved
+
+    def _written(self, config: dict[str, Any], wait_s: float = 30.0) -> list[str]:
+        """The nodes whose writes of this step are saved (against the checkpoint the step began from), once they
+        are: LangGraph saves them in another thread, maybe still at work."""
+        key = (str(config["configurable"]["thread_id"]), str(config["configurable"].get("checkpoint_ns", "")),
+               str(config["configurable"].get("checkpoint_id")))
+        deadline = time.monotonic() + wait_s
+        while True:
+            with self.cursor(transaction=False) as cur:
+                rows = cur.execute("select task_path, channel from writes where thread_id = ? and checkpoint_ns = ? "
+                                   "and checkpoint_id = ?", key).fetchall()
+            nodes = [path.rpartition(", ")[2] for path, channel in rows if not channel.startswith("__")]
+            if nodes or time.monotonic() > deadline:
+                return list(dict.fromkeys(nodes))
+            time.sleep(0.01)
 
 
 @contextmanager
@@ -172,6 +197,8 @@ def open_graph(run_dir: Path, *, must_exist: bool = False) -> Iterator[Any]:
         with _Saver.from_conn_string(str(path)) as saver:
             yield build_graph(saver)
     except sqlite3.DatabaseError as exc:
+        if disk_fault(exc):  # a full disk or a read-only folder: the machine's, the checkpoint is sound
+            raise
         raise damaged_checkpoints(run_dir, exc) from exc
 
 
@@ -184,7 +211,7 @@ def _llm_or_setup_error(spec: str, root: Path, limits: Limits, **kwargs: Any) ->
     a bad price table is bad input (SetupError)."""
     try:
         return make_llm(spec, prices=load_prices(root / PRICES_FILE), max_output_tokens=limits.max_answer_tokens,
-                        **kwargs)
+                        max_context=limits.max_context_tokens, **kwargs)
     except LLMError as exc:
         raise SetupError(str(exc)) from exc
 
@@ -208,18 +235,31 @@ def make_context(settings: RunSettings, on_event: Callable[[str], None],
 
     def on_retry(line: str) -> None:
         tag = line[1:].split("]", 1)[0] if line.startswith("[") else "llm"
-        log.record(Event(settings.run_id, tag, "llm_retry", "the API failed in a way worth retrying", line))
+        _kept(log.record, Event(settings.run_id, tag, "llm_retry", "the API failed in a way worth retrying", line))
         on_event(f"{tag}: {line}")
 
-    def on_reply(tag: str, reply: Reply) -> None:
-        log.record(Event(settings.run_id, tag or "llm", "llm_call", f"asked {inner.label}", call_line(reply),
-                         tokens=reply.usage.total_tokens, cost_usd=reply.cost_usd,
-                         extra={"backend": reply.backend, "model": reply.model, "request_id": reply.request_id,
-                                "stop_reason": reply.stop_reason}))
+    def on_reply(tag: str, reply: Reply) -> None:  # a full disk must not lose the answer before the journal has it
+        _kept(log.record, Event(settings.run_id, tag or "llm", "llm_call", f"asked {inner.label}", call_line(reply),
+                                tokens=reply.usage.total_tokens, cost_usd=reply.cost_usd,
+                                extra={"backend": reply.backend, "model": reply.model,
+                                       "request_id": reply.request_id, "stop_reason": reply.stop_reason}))
+        if reply.reasoning:
+            _kept(log.record, Event(settings.run_id, tag or "llm", "llm_reasoning",
+                                    "the model's reasoning, taken out of its answer before it was read; never applied",
+                                    reply.reasoning))
+
+    def on_note(tag: str, line: str) -> None:
+        _kept(log.record, Event(settings.run_id, tag or "llm", "llm_fit",
+                                "every request must fit the server's context", line))
+        on_event(f"{tag}: {line}")
 
     spec = llm_paths(settings.llm, to_disk, root)  # as run.json has it: the same in a copied project
     inner = _llm_or_setup_error(settings.llm, root, Limits(**settings.limits), answered=journal.answered(spec),
                                 on_retry=on_retry)
+    try:
+        inner.preflight()  # what the server says of itself (its context length) is this backend's to know
+    except LLMError as exc:
+        raise SetupError(str(exc)) from exc
     workspace = Workspace.open(root / "workspace", create=create_workspace)
     workspace.on_commit = lambda sha, parent, node, attempt, branch: journal.append(
         "commit", sha=sha, parent=parent, node=node, attempt=attempt, branch=branch)
@@ -228,7 +268,8 @@ def make_context(settings: RunSettings, on_event: Callable[[str], None],
         f"not committed: {', '.join(files)}"))
     return RunContext(run_id=settings.run_id, project_root=root, source_of_truth=Path(settings.source_of_truth),
                       run_dir=settings.run_dir, workspace=workspace,
-                      llm=journaled(ReportedLLM(inner, on_reply), journal, spec, ledger or {}), log=log,
+                      llm=journaled(ReportedLLM(inner, on_reply, on_note), journal, spec, ledger or {}, root),
+                      log=log,
                       limits=Limits(**settings.limits), runtime_check=RuntimeCheckSpec(**settings.runtime_check),
                       formal=FormalSpec(**settings.formal), fresh=settings.fresh, on_event=on_event, journal=journal)
 
@@ -265,17 +306,30 @@ def start_run(project_root: Path, *, llm: str, source_of_truth: Path | None = No
                            source_of_truth=str(source), limits=asdict(limits), runtime_check=asdict(runtime_check),
                            formal=asdict(formal), fresh=fresh, until=until)
     with _holding(project_root, settings.run_id, f"run --run-id {settings.run_id}"):
-        if (settings.run_dir / "run.json").exists():
+        if any((settings.run_dir / name).exists() for name in ("run.json", "journal.jsonl")):
             raise SetupError(f"run {settings.run_id} already exists: resume it with "
                              f"`python -m orchestrator resume {settings.run_id}` or choose another --run-id")
         ctx = make_context(settings, on_event)
+        head = ctx.workspace.head_damage()
+        if head:
+            raise SetupError(f"the workspace {ctx.workspace.root} is damaged: {head}; check out a branch that exists "
+                             f"(`git -C {ctx.workspace.root} checkout BRANCH`) or restore it from a copy")
         _remove_stale_git_locks(ctx)
         settings.status = "running"
         settings.save()
+        settings.journal()
+        ctx.journal.append("source", hashes=source_hashes(source, SOURCE_FILES))
         ctx.log.record(Event(settings.run_id, "run", "start", "python -m orchestrator run",
-                             f"llm={llm} ({backend.label}; {backend.price_note}); source of truth {source}; "
+                             f"llm={llm} ({backend.label}; {backend.price_note}{_context_said(backend)}); "
+                             f"source of truth {source}; "
                              f"limits {asdict(limits)}"))
         return _drive(settings, ctx, _first_input(settings), thread(settings.run_id))
+
+
+def _context_said(backend: Backend) -> str:
+    """The server's context length, where the backend knows it, for the run's first line."""
+    window = getattr(backend, "window", None)
+    return f"; a {window.describe()}" if window is not None and window.tokens else ""
 
 
 def _first_input(settings: RunSettings) -> RunState:
@@ -284,59 +338,141 @@ def _first_input(settings: RunSettings) -> RunState:
 
 def resume_run(project_root: Path, run_id: str, *, from_node: str | None = None,
                max_cost_usd: float | None = None, max_tokens: int | None = None, llm: str | None = None,
-               max_answer_tokens: int | None = None, sbatch_options: tuple[str, ...] = (),
+               max_answer_tokens: int | None = None, max_context: int | None = None,
+               sbatch_options: tuple[str, ...] = (), accept_source_change: bool = False,
                on_event: Callable[[str], None] = lambda line: None) -> RunOutcome:
     project_root = project_root.resolve()
-    settings = RunSettings.load(project_root, run_id)
+    settings, rebuilt = _loaded_or_rebuilt(project_root, run_id)
     settings.formal["sbatch_options"] = merged_options(settings.formal.get("sbatch_options") or (), sbatch_options)
     raised = {k: v for k, v in (("max_cost_usd", max_cost_usd), ("max_tokens", max_tokens),
-                                ("max_answer_tokens", max_answer_tokens)) if v is not None}
+                                ("max_answer_tokens", max_answer_tokens), ("max_context_tokens", max_context))
+              if v is not None}
     limits = replace(Limits(**settings.limits), **raised)
     check_limits(limits)
     settings.limits = asdict(limits)
     settings.llm = llm or settings.llm
+    journal = Journal(settings.run_dir / "journal.jsonl")
+    recorded, current, changed = changed_source(settings)
+    if changed and not accept_source_change:
+        raise SetupError(f"the source of truth in {settings.source_of_truth} changed since run {run_id} last ran: "
+                         f"{', '.join(changed)}; `python -m orchestrator resume {run_id} --accept-source-change` "
+                         f"copies it again and re-runs every check on it, or put the old files back; nothing was spent")
+    if changed and from_node is not None:
+        raise SetupError(f"--from {from_node} with --accept-source-change: a changed source of truth is taken up from "
+                         f"Step 0 (setup); leave --from out")
+    if changed:
+        check_source_of_truth(Path(settings.source_of_truth))  # usable, as `run` asks before any token
     checked_llm(settings.llm, project_root, limits)
     with _holding(project_root, run_id, f"resume {run_id}"):
         previous = settings.status
-        unpaid = not Journal(settings.run_dir / "journal.jsonl").records()  # nothing paid for, nothing committed
-        with open_graph(settings.run_dir, must_exist=not unpaid) as graph:
+        worked = any(r["kind"] in ("llm_answer", "commit") for r in journal.records())  # paid for or committed
+        with open_graph(settings.run_dir, must_exist=worked) as graph:
             try:
-                if unpaid and from_node is None and not graph.get_state(thread(run_id)).values:
-                    return _start_over(settings, on_event)
-                config, values, next_nodes = _resume_point(graph, run_id, from_node)
-                if not next_nodes:
-                    return _record_ending(settings, values, previous, Pipeline.of(graph.get_graph()), on_event)
+                if not worked and from_node is None and not graph.get_state(thread(run_id)).values:
+                    return _start_over(settings, on_event, rebuilt)
+                point = _resume_point(graph, run_id, "setup" if changed else from_node)
+                if point.ended:
+                    return _record_ending(settings, point.values, previous, Pipeline.of(graph.get_graph()), on_event,
+                                          rebuilt)
             except sqlite3.DatabaseError as exc:
+                if disk_fault(exc):
+                    raise
                 raise damaged_checkpoints(settings.run_dir, exc) from exc
-        committed = any(a.get("sha") for a in values.get("attempts") or [])  # else setup has not run yet
-        try:
-            ctx = make_context(settings, on_event, values.get("ledger") or {}, create_workspace=not committed)
-            if committed and not ctx.workspace.has_branch(f"run/{run_id}"):
-                raise WorkspaceError(f"it has no branch run/{run_id}")
-        except WorkspaceError as exc:
-            raise SetupError(f"cannot resume {run_id}: the workspace {project_root / 'workspace'} is not as the run "
-                             f"left it ({exc}); restore it from a copy, or start a new run with "
-                             f"`python -m orchestrator run`") from exc
+        ctx = _resumed_context(settings, point, on_event)
+        if rebuilt:
+            _say(ctx, "rebuilt", "run.json is the run's settings and status", rebuilt)
         _remove_stale_git_locks(ctx)
         if ctx.workspace.has_branch(f"run/{run_id}"):
             ctx.workspace.checkout_run_branch(run_id, force=previous in CRASHED)
         if from_node is None:
-            _reconcile(ctx, values, next_nodes, previous)
+            _reconcile(ctx, point.latest, () if changed else point.next_nodes, previous)
+        if changed:
+            _take_up_source_change(ctx, point.latest, recorded, current, changed)
         settings.status = "running"
         settings.save()
+        settings.journal()
         ctx.log.record(Event(run_id, "run", "resume", f"python -m orchestrator resume {run_id}"
-                             + (f" --from {from_node}" if from_node else ""),
-                             f"re-entering at {from_node or ', '.join(next_nodes)}; limits {settings.limits}"))
-        return _drive(settings, ctx, None, config)
+                             + (f" --from {from_node}" if from_node else "")
+                             + (" --accept-source-change" if changed else ""),
+                             f"re-entering at {', '.join(point.next_nodes)}; limits {settings.limits}"))
+        return _drive(settings, ctx, None, point.config)
 
 
-def _start_over(settings: RunSettings, on_event: Callable[[str], None]) -> RunOutcome:
+def _loaded_or_rebuilt(project_root: Path, run_id: str) -> tuple[RunSettings, str]:
+    """The run's settings and, when run.json was missing or damaged and was rebuilt from the journal's record of
+    them, the line that says so ('' otherwise)."""
+    try:
+        return RunSettings.load(project_root, run_id), ""
+    except DamagedSettings as exc:
+        settings = RunSettings.rebuilt(project_root, run_id)
+        if settings is None:
+            raise
+        settings.status = "running"  # as far as anything knows, its process died: resumed as a crash is
+        return settings, f"{exc.args[0].split(' (')[0]}: rebuilt from the run's journal and checkpoint"
+
+
+def _resumed_context(settings: RunSettings, point: "_ResumePoint", on_event: Callable[[str], None]) -> RunContext:
+    """The context of a resumed run, once its workspace is known to hold what the checkpoint names: the run's
+    branch and every object of its history (git fsck), or one line that says what is damaged."""
+    run_id, root = settings.run_id, Path(settings.project_root)
+    committed = any(a.get("sha") for a in point.latest.get("attempts") or [])  # else setup has not run yet
+    try:
+        ctx = make_context(settings, on_event, point.values.get("ledger") or {}, create_workspace=not committed)
+        damage = ctx.workspace.damage(f"run/{run_id}") if committed else ""
+        if not damage and not ctx.workspace.has_branch(f"run/{run_id}"):
+            damage = ctx.workspace.head_damage()
+    except WorkspaceError as exc:
+        damage = str(exc)
+    if damage:
+        raise SetupError(f"cannot resume {run_id}: the workspace {root / 'workspace'} is damaged ({damage}); "
+                         f"restore it from a copy, or start a new run with `python -m orchestrator run`")
+    head = ctx.workspace.head_damage()
+    if head:
+        _say(ctx, "workspace", "the run's branch is checked out again", f"the workspace was damaged: {head}; "
+             f"run/{run_id} is intact and is checked out")
+    return ctx
+
+
+def _say(ctx: RunContext, action: str, reason: str, line: str) -> None:
+    ctx.log.record(Event(ctx.run_id, "run", action, reason, line))
+    ctx.on_event(f"resume: {line}")
+
+
+def _take_up_source_change(ctx: RunContext, latest: RunState, recorded: dict[str, str], current: dict[str, str],
+                           changed: list[str]) -> None:
+    """The researcher accepted a changed source of truth: setup copies it again and every check runs on it. A
+    formal attempt not yet committed was started on the old files: it is stopped and set aside, never adopted."""
+    ctx.source_changed = tuple(name for name in current if recorded.get(name) != current[name])
+    committed = attempt_count(latest, "formal_train")
+    aside = []
+    for record in sorted((ctx.run_dir / "jobs").glob("formal-*.json")):
+        number = record.stem.removeprefix("formal-")
+        if number.isdigit() and int(number) > committed:
+            stamp = f"stale-{int(time.time())}"
+            for path in (record, *record.parent.glob(f"{record.stem}.*"), ctx.run_dir / record.stem):
+                if path.exists() and ".stale-" not in path.name:
+                    path.rename(path.with_name(f"{path.name}.{stamp}"))
+                    aside.append(path.name)
+    ctx.journal.append("source_change", before=recorded, after=current)
+    ctx.journal.append("source", hashes=current)
+    line = (f"the source of truth changed ({', '.join(changed)}): Step 0 copies it again, then every check runs on "
+            f"it" + (f"; set aside, as started on the old files: {', '.join(aside)}" if aside else ""))
+    ctx.log.record(Event(ctx.run_id, "run", "source_change", "resume --accept-source-change", line,
+                         extra={"before": recorded, "after": current}))
+    ctx.on_event(f"resume: {line}")
+
+
+def _start_over(settings: RunSettings, on_event: Callable[[str], None], rebuilt: str = "") -> RunOutcome:
     """A run killed between writing run.json and its first checkpoint: nothing was done, paid for or committed
-    (its journal is empty), so it starts from the beginning, as `run` would have."""
+    (its journal holds neither), so it starts from the beginning, as `run` would have."""
     ctx = make_context(settings, on_event)
+    if rebuilt:
+        _say(ctx, "rebuilt", "run.json is the run's settings and status", rebuilt)
     _remove_stale_git_locks(ctx)
     settings.status = "running"
     settings.save()
+    settings.journal()
+    ctx.journal.append("source", hashes=source_hashes(Path(settings.source_of_truth), SOURCE_FILES))
     line = "no checkpoint, and nothing paid for or committed: nothing was lost; the run starts from the beginning"
     ctx.log.record(Event(settings.run_id, "run", "resume", f"python -m orchestrator resume {settings.run_id}", line))
     on_event(f"resume: {line}")
@@ -344,7 +480,7 @@ def _start_over(settings: RunSettings, on_event: Callable[[str], None]) -> RunOu
 
 
 def _record_ending(settings: RunSettings, values: RunState, previous: str, pipeline: Pipeline,
-                   on_event: Callable[[str], None]) -> RunOutcome:
+                   on_event: Callable[[str], None], rebuilt: str = "") -> RunOutcome:
     """The graph had ended (its last checkpoint is after `finish`) when the process was killed, before run.json
     said so: nothing is left to run, so the ending the checkpoint holds is recorded."""
     if previous not in CRASHED:
@@ -356,26 +492,48 @@ def _record_ending(settings: RunSettings, values: RunState, previous: str, pipel
     write_state(settings.run_dir, status, reason, values, ())
     log = ActionLog(Path(settings.project_root) / "claude.logs", settings.run_dir)
     line = f"the run had ended ({status}) but was killed before run.json said so; recorded, nothing re-run"
-    log.record(Event(settings.run_id, "run", "resume", f"python -m orchestrator resume {settings.run_id}", line))
-    on_event(f"resume: {line}")
+    for said in (rebuilt, line):
+        if said:
+            log.record(Event(settings.run_id, "run", "resume", f"python -m orchestrator resume {settings.run_id}",
+                             said))
+            on_event(f"resume: {said}")
     _write_page(settings, log, pipeline)
     return RunOutcome(settings.run_id, status, reason, dict(values))
 
 
-def _resume_point(graph: Any, run_id: str, from_node: str | None) -> tuple[dict[str, Any], RunState, tuple[str, ...]]:
-    """Where to re-enter: the config, values and next nodes (none when the graph had ended)."""
+@dataclass(frozen=True)
+class _ResumePoint:
+    config: dict[str, Any]  # the checkpoint the graph goes on from
+    values: RunState  # its values
+    next_nodes: tuple[str, ...]  # the nodes it runs next
+    latest: RunState  # the latest checkpoint's values, with the writes of a node that finished after it
+    ended: bool  # the graph had ended: nothing is left to run
+
+
+def _resume_point(graph: Any, run_id: str, from_node: str | None) -> _ResumePoint:
+    """Where to re-enter. A node that finished, its writes saved, when the process died before the next checkpoint
+    is not run again: the graph goes on to the node its writes route to (LangGraph applies them)."""
     latest = graph.get_state(thread(run_id))
     if not latest.values and not latest.next:
         raise SetupError(f"run {run_id} has no checkpoint (checkpoints.sqlite is empty or was replaced); "
                          f"it cannot be resumed: start a new run with `python -m orchestrator run`")
-    if from_node is None:
-        return latest.config, latest.values, tuple(latest.next)
+    if from_node is None:  # the thread, not the checkpoint's id: LangGraph would replay that node, not resume
+        routed = tuple(latest.next) or _routed(graph, latest.config)
+        return _ResumePoint(thread(run_id), latest.values, routed, latest.values,
+                            ended=not latest.next and not latest.tasks)
     for snapshot in graph.get_state_history(thread(run_id)):
         if from_node in snapshot.next:
             config = _carry_spend(graph, snapshot.config, snapshot.values, latest.values)
-            return config, graph.get_state(config).values, (from_node,)
+            return _ResumePoint(config, graph.get_state(config).values, (from_node,), latest.values, ended=False)
     nodes = sorted({n for s in graph.get_state_history(thread(run_id)) for n in s.next})
     raise SetupError(f"run {run_id} never reached node {from_node!r}; nodes it reached: {', '.join(nodes)}")
+
+
+def _routed(graph: Any, config: dict[str, Any]) -> tuple[str, ...]:
+    """The nodes the saved writes of a finished node route to (none after `finish`)."""
+    saved = graph.checkpointer.get_tuple(config)
+    writes = saved.pending_writes or [] if saved is not None else []
+    return tuple(dict.fromkeys(channel[len(BRANCH):] for _, channel, _ in writes if channel.startswith(BRANCH)))
 
 
 def _carry_spend(graph: Any, config: dict[str, Any], before: RunState, latest: RunState) -> dict[str, Any]:
@@ -443,21 +601,33 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP: stop like Ctrl-C."""
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_stopping: list[str] = []  # the signal that is stopping this process, once one came
+
+
 @contextmanager
-def _stop_signals_interrupt() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
+def stop_signals() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP stop the process as Ctrl-C does (KeyboardInterrupt, raised once): any number of
+    them, however close together, end it the same way (`interrupted`, exit code 130), since the ones after the first
+    are noted and change nothing while the run stops its job and writes its books. Nested uses share the first."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is _interrupt:
         yield
         return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise _Terminated(signal.Signals(signum).name)
-
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    _stopping.clear()
+    previous = {sig: signal.signal(sig, _interrupt) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        if not _stopping:  # once stopping, later signals stay noted until the process exits
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    if _stopping:
+        return
+    _stopping.append(signal.Signals(signum).name)
+    raise KeyboardInterrupt() if signum == signal.SIGINT else _Terminated(signal.Signals(signum).name)
 
 
 def _remove_stale_git_locks(ctx: RunContext) -> None:
@@ -476,8 +646,8 @@ def _write_page(settings: RunSettings, log: ActionLog, pipeline: Pipeline) -> No
     try:
         write_page(Path(settings.project_root), settings.run_id, pipeline)
     except Exception as exc:  # the page is a view of the run, never a reason to fail it
-        log.record(Event(settings.run_id, "run", "page", "report.html shows the run in a browser",
-                         f"not written: {type(exc).__name__}: {exc}"))
+        _kept(log.record, Event(settings.run_id, "run", "page", "report.html shows the run in a browser",
+                                f"not written: {type(exc).__name__}: {exc}"))
 
 
 def _with_live_page(ctx: RunContext, settings: RunSettings, pipeline: Pipeline) -> None:
@@ -496,11 +666,11 @@ def _drive(settings: RunSettings, ctx: RunContext, graph_input: RunState | None,
     status, reason = "failed", ""
     stopped_by: dict[str, Any] | None = None  # the evidence that stopped the run outside the graph's state
     finished = False
-    with marked_process(settings.run_dir), open_graph(settings.run_dir) as graph, _stop_signals_interrupt():
+    with marked_process(settings.run_dir), open_graph(settings.run_dir) as graph, stop_signals():
         pipeline = Pipeline.of(graph.get_graph())
-        pipeline.save(settings.run_dir)
-        _with_live_page(ctx, settings, pipeline)
         try:
+            pipeline.save(settings.run_dir)
+            _with_live_page(ctx, settings, pipeline)
             for _ in graph.stream(graph_input, config, context=ctx, durability="sync", stream_mode="values"):
                 snapshot = graph.get_state(thread(settings.run_id))  # the checkpoint just written
                 write_state(settings.run_dir, settings.status, "", snapshot.values, snapshot.next)
@@ -520,19 +690,32 @@ def _drive(settings: RunSettings, ctx: RunContext, graph_input: RunState | None,
         except Exception as exc:  # a bug or the machine's fault: keep the run resumable and say what to do
             status, reason, stopped_by = unexpected_ending(ctx, exc)
         finally:
+            halt_point("stop", status)
             leftovers = run_processes(settings.run_dir)
             if leftovers:  # an earlier process's job this one never adopted; nothing of a run outlives it
                 stop_processes(leftovers)
             settings.status, settings.exit_reason = status, reason
-            settings.save()
-            ctx.log.record(Event(settings.run_id, "run", "stop", "the graph returned or stopped", f"{status}: {reason}"))
+            _kept(settings.save)
+            _kept(ctx.log.record, Event(settings.run_id, "run", "stop", "the graph returned or stopped",
+                                        f"{status}: {reason}"))
         snapshot = graph.get_state(thread(settings.run_id))
         values = {**snapshot.values, "evidence": stopped_by} if stopped_by else snapshot.values
-        write_state(settings.run_dir, status, reason, values, snapshot.next)
+        _kept(write_state, settings.run_dir, status, reason, values, snapshot.next)
     if not finished:
-        _write_report(ctx, values, status, reason)
+        _kept(_write_report, ctx, values, status, reason)
     _write_page(settings, ctx.log, pipeline)
     return RunOutcome(settings.run_id, status, reason, dict(values))
+
+
+def _kept(write: Callable[..., Any], *args: Any) -> None:
+    """One of the books a stopping run writes, written where the disk lets it: a full disk or a read-only folder
+    (the very fault the run may be stopping for) leaves that book as it was, and the run still ends in its one
+    line; any other error is raised."""
+    try:
+        write(*args)
+    except Exception as exc:
+        if not disk_fault(exc):
+            raise
 
 
 def unexpected_ending(ctx: RunContext, exc: BaseException) -> tuple[str, str, dict[str, Any] | None]:
@@ -542,11 +725,13 @@ def unexpected_ending(ctx: RunContext, exc: BaseException) -> tuple[str, str, di
     text = "".join(traceback.format_exception(exc))
     resume = f"resume with `python -m orchestrator resume {ctx.run_id}`"
     cause = cause_of(text, ctx.generated)
-    if cause.machine:
-        reason = f"the machine, not the code: {cause.remedy}; then {resume}"
-        ctx.log.record(Event(ctx.run_id, "run", ENVIRONMENT, "the orchestrator met a fault of the machine, not of "
-                             "the code: a fix cannot repair it, so none is paid for", reason))
-        return ENVIRONMENT, reason, {"check": "run", "kind": ENVIRONMENT, "summary": cause.remedy,
+    remedy = disk_fault(exc, (ctx.run_dir, ctx.project_root / "workspace", ctx.log.project_log)) or (
+        cause.remedy if cause.machine else "")
+    if remedy:
+        reason = f"the machine, not the code: {remedy}; then {resume}"
+        _kept(ctx.log.record, Event(ctx.run_id, "run", ENVIRONMENT, "the orchestrator met a fault of the machine, "
+                                    "not of the code: a fix cannot repair it, so none is paid for", reason))
+        return ENVIRONMENT, reason, {"check": "run", "kind": ENVIRONMENT, "summary": remedy,
                                      "text": tail(text, EVIDENCE_CHARS)}
     (ctx.run_dir / "crash.log").write_text(text)
     return "failed", f"{type(exc).__name__}: {exc}; traceback in {ctx.run_dir / 'crash.log'}; {resume}", None

@@ -38,6 +38,7 @@ SEED_STEP = 10_007  # the seeds after the parent's: s, s + 10007, s + 2 x 10007,
 # games from the seed and the update shares no game between arms' seeds for 10,007 updates)
 IDEAS_KEY = "ideas"  # a replay transcript's recorded answers for its run's ideas, beside its replies (the demo's)
 IDEA_KEY = "idea"  # such an answer's key: the title of the idea it implements
+SERVER_LIMITS = ("max_answer_tokens", "max_context_tokens")  # the LLM server's, kept with the parent's backend
 CHILD_TAGS = ("review",)  # what a child asks besides its idea's edits, played back from the parent's transcript
 
 
@@ -111,6 +112,9 @@ def try_idea(project_root: Path, parent: str, idea_key: str | None = None, idea_
     if seeds < 1:
         raise SetupError(f"--seeds must be 1 or more, got {seeds}")
     settings = RunSettings.load(root, parent)
+    if llm is None:  # the parent's backend: its server's context and answer budget, where not given
+        limits = replace(limits, **{name: settings.limits[name] for name in SERVER_LIMITS if name in settings.limits
+                                    and getattr(limits, name) == getattr(Limits(), name)})
     idea = the_idea(root, parent, idea_key, idea_text)
     formal = finished_formal(root, parent)
     manifest = json.loads((formal / "manifest.json").read_text())

@@ -130,6 +130,12 @@ while [ $# -gt 0 ]; do [ "$1" = "--log_dir" ] && LOG="$2"; shift; done
 mkdir -p "$LOG"
 printf 'start updates=2\\ntrain update=1 loss=0.5 grad_norm=0.3\\ntrain update=2 loss=0.4 grad_norm=0.2\\n' > "$LOG/train.logs"
 {done}
+# two training processes noted themselves and reported the check during training, as the hook makes them
+for rank in 0 1; do
+    printf '{{"pid": %s, "host": "h", "rank": "%s"}}\\n' "$rank" "$rank" >> "$ORCHESTRATOR_CENSUS"
+    printf '{{"pid": %s, "host": "h", "rank": "%s", "violations": [], "note": ""}}\\n' "$rank" "$rank" \\
+        >> "$(dirname "$ORCHESTRATOR_TRAINING_CHECK")/training_check.jsonl"
+done
 cat {stderr} >&2
 exit 1
 """
@@ -144,14 +150,14 @@ def test_a_failure_after_done_is_told_apart_from_a_code_error(generated_dir: Pat
                                                                done: bool, passed: bool, shown: str):
     from conftest import ROOT
 
-    from orchestrator.sources.config_file import field_kinds, load_config_class
+    from orchestrator.sources.config_file import read_config
     from orchestrator.demo import example, recorded_roles
     from orchestrator.sources.roles import validate_roles
 
     stderr = Path(__file__).parent / "fixtures" / fixture
     (generated_dir / "launch_training.sh").write_text(FAILING_LAUNCH.format(
         done="echo 'done updates=2' >> \"$LOG/train.logs\"" if done else "", stderr=stderr))
-    kinds = field_kinds(load_config_class(ROOT / "source_of_truth" / "grpo_config.py"))
+    kinds = read_config(ROOT / "source_of_truth" / "grpo_config.py").kinds
     roles = validate_roles(recorded_roles(example("cleanup")), kinds, cli_possible=True)
     result = run_runtime_check(generated_dir, RuntimeCheckSpec(model="tiny", real_model=False), roles,
                                tmp_path / "check")
@@ -161,3 +167,40 @@ def test_a_failure_after_done_is_told_apart_from_a_code_error(generated_dir: Pat
     else:  # each rank's own error, or the launcher's word on it, is the evidence; never only ChildFailedError
         assert shown in result.summary and shown in result.evidence
         assert ("after train.logs said done" in result.summary) is done
+
+
+PATCHING_CONFIG = '''
+import sys as _sys
+with open({marker!r}, "a") as _mark:
+    _mark.write("ran\\n")
+for _name in ("orchestrator.checks", "orchestrator.training.census"):
+    _module = _sys.modules.get(_name)
+    if _module is not None:
+        _module.read_training_check = lambda folder: None
+        _module.read_census = lambda folder: None
+'''
+
+
+def test_a_generated_config_never_runs_in_the_orchestrator_s_process(tmp_path: Path):
+    """A generated grpo_config.py that, once run, makes the orchestrator ignore what the check during training
+    found: the orchestrator reads its values and runs its validation in fresh interpreters (the code ran there, each
+    time), its own functions stay its own, and the rules refuse the file (config-code-changed)."""
+    from conftest import example_generated
+
+    from orchestrator import checks
+    from orchestrator.rules import check_folder
+    from orchestrator.sources.config_file import accepted_values, read_config
+    from orchestrator.training import census
+
+    folder, source = example_generated(tmp_path, "cleanup")
+    marker = tmp_path / "ran"
+    path = folder / "grpo_config.py"
+    path.write_text(path.read_text() + PATCHING_CONFIG.format(marker=str(marker)))
+    readers = (checks.read_training_check, checks.read_census, census.read_training_check, census.read_census)
+    config = read_config(path)
+    values, refused = checks.short_run_values({"seed": 3}, path)
+    assert values == {"seed": 3} and refused == [] and accepted_values(config, {"seed": 4}) == ({"seed": 4}, [])
+    config(**config.defaults)
+    assert marker.read_text() == "ran\n" * 5  # each reading and validation: a fresh interpreter that ran it
+    assert (checks.read_training_check, checks.read_census, census.read_training_check, census.read_census) == readers
+    assert [v.rule for v in check_folder(folder, source)] == ["config-code-changed"]

@@ -39,9 +39,10 @@ def same_files(generated: Path, reference: Path, source: Path) -> None:
         assert (generated / name).read_text() == path.read_text(), name
 
 
-def orchestrator(project: Path, *args: str, halt: str | None = None) -> tuple[subprocess.Popen, Path]:
+def orchestrator(project: Path, *args: str, halt: str | None = None,
+                 env: dict[str, str] | None = None) -> tuple[subprocess.Popen, Path]:
     marker = project.parent / f"halted-{time.monotonic_ns()}"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
     env.pop("ORCHESTRATOR_HALT_AT", None)
     if halt:
         env |= {"ORCHESTRATOR_HALT_AT": halt, "ORCHESTRATOR_HALT_FILE": str(marker)}
@@ -188,20 +189,43 @@ def demo_script() -> tuple[list[dict], Path, Path]:
 DEMO_MOMENTS = [
     ("checkpoint:runtime_check", signal.SIGKILL, "boundary: import_check -> runtime_check"),
     ("execute:bash", signal.SIGKILL, "inside runtime_check: its training run survives the kill; resume stops it"),
+    ("writes:runtime_check", signal.SIGKILL, "runtime_check failed, its evidence saved, not checkpointed"),
     ("job_start:formal-1", signal.SIGTERM, "formal job running: SIGTERM stops the job, run interrupted"),
     ("job_start:formal-1", signal.SIGKILL, "formal job running: the job survives the kill, resume adopts it"),
     ("job_end:formal-1", signal.SIGKILL, "formal job ended, before its commit: resume takes its outcome"),
     ("commit:formal_train", signal.SIGKILL, "formal run committed, not checkpointed"),
+    ("writes:formal_train", signal.SIGKILL, "formal run's writes saved, not checkpointed"),
     ("llm_answer:review", signal.SIGKILL, "inside review: answer paid, nothing written"),
     ("commit:review", signal.SIGKILL, "inside review: committed, not checkpointed"),
+    ("writes:review", signal.SIGKILL, "review's writes saved, not checkpointed"),
     ("checkpoint:finish", signal.SIGKILL, "boundary: review -> finish"),
 ]
+
+
+def check_demo_end(project: Path, run_id: str, replies: list[dict], reference: Path, source: Path) -> None:
+    """The demo's end state, as an uninterrupted demo leaves it: one finished formal attempt, one training run."""
+    run_dir = project / "runs" / run_id
+    state = check_end_state(project, run_id, replies, ["setup", *[r["tag"] for r in replies]])
+    same_files(project / "workspace/generated", reference, source)
+    formal = [a for a in state["attempts"] if a["node"] == "formal_train"]
+    assert [a["outcome"] for a in formal] == ["finished"]
+    # one training run in the formal folder: in the original, the one started after the SIGTERM, adopted after the
+    # SIGKILL; in a copy made while it ran, the copy's own
+    records = parse_log((run_dir / "formal-1/train.logs").read_text())
+    assert [r.kind for r in records].count("start") == 1 and records[-1].kind == "done"
+    job = json.loads((run_dir / "jobs/formal-1.json").read_text())
+    assert job["status"] == "finished" and job["returncode"] == 0
+    assert not list((project / "workspace/generated").glob("job.*"))
 
 
 @pytest.mark.slow
 @pytest.mark.tiny_agent("cleanup")
 def test_the_demo_killed_at_each_moment_of_formal_training_and_review_resumes_to_the_same_end(
-        project: Path, tiny_model_dir: Path):
+        project: Path, tiny_model_dir: Path, tmp_path: Path):
+    """Killed at every moment of the checks, the formal run and the review, the demo resumes to an uninterrupted
+    demo's end. Copied while its formal job runs (the original's job still running) and while the job had ended
+    before its commit, each copy resumes to the same end in its own folder, never adopting the original's job nor
+    taking the original's paths for other values; a copy whose source of truth changed is refused in one line."""
     replies, reference, source = demo_script()
     (project / "models").mkdir()
     shutil.copytree(tiny_model_dir, project / "models" / "tiny-qwen3")
@@ -209,6 +233,7 @@ def test_the_demo_killed_at_each_moment_of_formal_training_and_review_resumes_to
     halt_and_signal(proc, marker, DEMO_MOMENTS[0][1])
     [run_id] = [p.name for p in (project / "runs").iterdir() if p.is_dir()]
     run_dir = project / "runs" / run_id
+    copies = {}
     for moment, sig, _ in DEMO_MOMENTS[1:]:
         proc, marker = orchestrator(project, "resume", run_id, halt=moment)
         out = halt_and_signal(proc, marker, sig)
@@ -220,19 +245,32 @@ def test_the_demo_killed_at_each_moment_of_formal_training_and_review_resumes_to
             assert status == "running"
         if sig == signal.SIGKILL and moment in ("job_start:formal-1", "execute:bash"):
             assert run_processes_of(run_dir), "its own process group outlives a SIGKILL of the orchestrator"
+        if sig == signal.SIGKILL and moment == "job_start:formal-1":  # copied while the job runs in the original
+            copies["running"] = tmp_path / "copy-running"
+            shutil.copytree(project, copies["running"], symlinks=True)
+            original_job = json.loads((run_dir / "jobs/formal-1.json").read_text())["pgid"]
+            code, out = finish(orchestrator(copies["running"], "resume", run_id)[0])
+            assert code == 0, out[-3000:]
+            assert json.loads((copies["running"] / f"runs/{run_id}/jobs/formal-1.json").read_text())["pgid"] != \
+                original_job
+            check_demo_end(copies["running"], run_id, replies, reference, source)
+        if moment == "job_end:formal-1":  # copied after its job ended, before the orchestrator recorded it
+            for name in ("ended", "changed"):
+                copies[name] = tmp_path / f"copy-{name}"
+                shutil.copytree(project, copies[name], symlinks=True)
+            code, out = finish(orchestrator(copies["ended"], "resume", run_id)[0])
+            assert code == 0 and "SERIOUS" not in out and "fix:" not in out.split("formal_train")[-1], out[-3000:]
+            check_demo_end(copies["ended"], run_id, replies, reference, source)
+            own = copies["changed"] / "own_source"  # the demo's source lies outside the project: a copy inside it
+            shutil.copytree(source, own, ignore=shutil.ignore_patterns("__pycache__"))
+            (own / "env_move.py").write_text((own / "env_move.py").read_text() + "\n# changed while stopped\n")
+            settings = copies["changed"] / f"runs/{run_id}/run.json"
+            settings.write_text(json.dumps({**json.loads(settings.read_text()), "source_of_truth": "./own_source"}))
+            code, out = finish(orchestrator(copies["changed"], "resume", run_id)[0])
+            assert code == 2 and len(out.strip().splitlines()) == 1 and "env_move.py (" in out, out
     code, out = finish(orchestrator(project, "resume", run_id)[0])
     assert code == 0, out[-3000:]
-
-    state = check_end_state(project, run_id, replies, ["setup", *[r["tag"] for r in replies]])
-    same_files(project / "workspace/generated", reference, source)
-    formal = [a for a in state["attempts"] if a["node"] == "formal_train"]
-    assert [a["outcome"] for a in formal] == ["finished"]
-    # one training run in the formal folder: the one started after the SIGTERM, adopted after the SIGKILL
-    records = parse_log((run_dir / "formal-1/train.logs").read_text())
-    assert [r.kind for r in records].count("start") == 1 and records[-1].kind == "done"
-    job = json.loads((run_dir / "jobs/formal-1.json").read_text())
-    assert job["status"] == "finished" and job["returncode"] == 0
-    assert not list((project / "workspace/generated").glob("job.*"))
+    check_demo_end(project, run_id, replies, reference, source)
 
 
 # ---------------------------------------------------------------- one run per workspace, damaged state
@@ -270,10 +308,11 @@ def killed_early_run(project: Path, tmp_path: Path) -> None:
     ("truncate", "checkpoints.sqlite is damaged"),
     ("empty", "has no checkpoint"),
     ("workspace", "the workspace"),
-    ("run.json", "run.json is damaged"),
 ])
 def test_damaged_state_ends_in_one_line_that_says_what_to_do(project: Path, tmp_path: Path, damage: str,
                                                              message: str):
+    """A run whose checkpoint or workspace is gone is refused in one line, and `status` says the same (a damaged
+    run.json is rebuilt instead: tests/test_recovery.py)."""
     killed_early_run(project, tmp_path)
     checkpoint = project / "runs/r1/checkpoints.sqlite"
     if damage == "truncate":
@@ -285,15 +324,18 @@ def test_damaged_state_ends_in_one_line_that_says_what_to_do(project: Path, tmp_
         checkpoint.write_bytes(b"")
         for extra in ("-wal", "-shm"):
             Path(f"{checkpoint}{extra}").unlink(missing_ok=True)
-    elif damage == "workspace":
-        shutil.rmtree(project / "workspace")
     else:
-        (project / "runs/r1/run.json").write_text('{"run_id": "r1", "llm":')
+        shutil.rmtree(project / "workspace")
     code, out = finish(orchestrator(project, "resume", "r1")[0])
     assert code == 2, out
     assert message in out and "Traceback" not in out and len(out.strip().splitlines()) <= 2, out
     if damage == "workspace":
         assert not (project / "workspace").exists()  # not silently recreated empty
+    else:  # status advises what can work: not `resume`
+        shown = subprocess.run([sys.executable, "-m", "orchestrator", "status", "r1", "--project-root", str(project)],
+                               capture_output=True, text=True).stdout
+        assert "run r1: damaged" in shown and "start a new run" in " ".join(shown.split()), shown
+        assert "resume with" not in shown, shown
 
 
 def test_a_copied_project_resumes_into_itself(project: Path, tmp_path: Path):

@@ -260,3 +260,86 @@ def test_every_format_error_of_an_answer_is_named_at_once():
     assert message.startswith("2 format error(s) in the answer:")
     assert "Line 4: `>>>>>>> REPLACE` comes before the `=======` line of the SEARCH block opened at line 2." in message
     assert "Line 12: `=======` appears outside a SEARCH/REPLACE block." in message
+
+
+# --------------------------------------------------------------------------
+# unified diffs, edits that reformat, summarised files, GENERIC put back
+
+FILE = "".join(f"value_{i} = {i}\n" for i in range(1, 31))
+
+
+def diff_answer(*hunks: str) -> str:
+    return "```diff\n--- a/train.py\n+++ b/train.py\n" + "".join(hunks) + "```\n"
+
+
+def test_a_unified_diff_is_an_edit_placed_as_patch_places_it_its_line_numbers_2_off():
+    answer = diff_answer("@@ -12,3 +12,3 @@\n value_10 = 10\n-value_11 = 11\n+value_11 = 110\n value_12 = 12\n",
+                         "@@ -22,2 +22,3 @@\n value_20 = 20\n+added = 1\n value_21 = 21\n")
+    result = apply_edits(parse_edits(answer), {"train.py": FILE})
+
+    assert result.error is None
+    assert result.new_contents["train.py"] == FILE.replace("value_11 = 11\n", "value_11 = 110\n").replace(
+        "value_20 = 20\n", "value_20 = 20\nadded = 1\n")
+
+
+def test_a_hunk_whose_context_drifted_is_placed_with_fuzz_and_one_that_fits_two_places_equally_is_refused():
+    drifted = diff_answer("@@ -9,4 +9,4 @@\n value_9 = 9\n-value_10 = 10\n+value_10 = 100\n value_11 = 11\n"
+                          " value_12 = 999\n")  # its last context line is not in the file any more
+    assert apply_edits(parse_edits(drifted), {"train.py": FILE}).new_contents["train.py"] == \
+        FILE.replace("value_10 = 10\n", "value_10 = 100\n")
+
+    twice = "a = 1\nb = 2\na = 1\n"
+    ambiguous = "--- a/x.py\n+++ b/x.py\n@@ -2,1 +2,1 @@\n-a = 1\n+a = 3\n"
+    result = apply_edits(parse_edits(ambiguous), {"x.py": twice})
+    assert result.error and "## HunkAmbiguous: the hunk of x.py at line 2 matches 2 places equally near line 2 " \
+                            "(starting at lines 1, 3)" in result.error
+
+
+def test_a_diff_that_creates_a_file_or_names_no_file_is_read_as_it_says():
+    created = parse_edits("--- /dev/null\n+++ b/notes.py\n@@ -0,0 +1,2 @@\n+a = 1\n+b = 2\n")
+    assert created == [Edit("notes.py", "", "a = 1\nb = 2\n")]
+    with pytest.raises(EditFormatError, match=r"No SEARCH/REPLACE block was found"):
+        parse_edits("@@ -1 +1 @@\n-a\n+b\n")  # no file named: not a diff, not an edit
+    named = parse_edits("FILE: train.py\n```diff\n@@ -3,2 +3,2 @@\n-value_3 = 3\n+value_3 = 33\n value_4 = 4\n```\n")
+    assert apply_edits(named, {"train.py": FILE}).new_contents["train.py"] == FILE.replace("= 3\n", "= 33\n", 1)
+
+
+def test_lines_an_edit_changed_only_in_form_keep_their_old_text():
+    old = "def f(a, b):\n    x = {'k': a}  # the key\n    return x['k'] + b\n"
+    reformatted = 'def f(a,b):\n    x = {"k": a}   # the key\n    return x["k"] - b\n'
+    result = apply_edits([Edit("m.py", old, reformatted)], {"m.py": old})
+
+    # the one line that means something else is the edit's, as it wrote it
+    assert result.new_contents["m.py"] == old.replace("    return x['k'] + b", '    return x["k"] - b')
+
+
+def test_a_search_quoted_in_another_form_matches_the_lines_that_mean_the_same():
+    text = "x = {'a': 1}\ny = 2\n"
+    result = apply_edits([Edit("m.py", 'x = {"a":1}\ny = 2\n', 'x = {"a":1}\ny = 3\n')], {"m.py": text})
+    assert result.new_contents["m.py"] == "x = {'a': 1}\ny = 3\n"
+
+
+def test_a_search_quoted_from_a_summarised_file_matches_through_its_left_out_lines():
+    text = "head = 0\n" + FILE + "tail = 1\n"
+    shown = "head = 0\n...  # 30 lines not shown\ntail = 1\n"
+    result = apply_edits([Edit("m.py", shown, shown.replace("tail = 1", "tail = 2"))], {"m.py": text})
+    assert result.new_contents["m.py"] == text.replace("tail = 1", "tail = 2")
+
+    invented = apply_edits([Edit("m.py", "tail = 1\n", "...  # 30 lines not shown\ntail = 1\n")], {"m.py": text})
+    assert invented.new_contents == {} and "## PlaceholderInReplace: the REPLACE section for m.py holds `...  # 30 " \
+                                            "lines not shown`" in invented.error
+
+
+def test_generic_sections_an_edit_changed_are_put_back_from_the_template():
+    from orchestrator.llm.protected import restore_generic
+
+    template = ("# === GENERIC — DO NOT MODIFY ===\nimport os\n# === CUSTOMIZE ===\ndef f():\n    raise NotImplementedError\n"
+                "# === GENERIC — DO NOT MODIFY ===\ndef main():\n    f()\n")
+    train = template.replace("    raise NotImplementedError\n", "    return 1\n")
+    edited = train.replace("import os", "import os, sys").replace("return 1", "return 2")
+
+    restored, said = restore_generic(edited, template)
+    assert restored == train.replace("return 1", "return 2") and said == ["the 1st GENERIC section (template line 1)"]
+    assert restore_generic(train, template) == (train, [])
+    unmarked = edited.replace("# === CUSTOMIZE ===\n", "")  # sections that no longer line up: left to the rules
+    assert restore_generic(unmarked, template) == (unmarked, [])

@@ -152,11 +152,11 @@ set -euo pipefail
 def cleanup_roles():
     from conftest import ROOT
 
-    from orchestrator.sources.config_file import field_kinds, load_config_class
+    from orchestrator.sources.config_file import read_config
     from orchestrator.demo import example, recorded_roles
     from orchestrator.sources.roles import validate_roles
 
-    kinds = field_kinds(load_config_class(ROOT / "source_of_truth" / "grpo_config.py"))
+    kinds = read_config(ROOT / "source_of_truth" / "grpo_config.py").kinds
     return validate_roles(recorded_roles(example("cleanup")), kinds, cli_possible=True)
 
 

@@ -66,29 +66,29 @@ def assert_history_is_every_attempt(project: Path, outcome) -> None:
     assert len(subjects) - 1 == len(outcome.state["attempts"])  # the workspace's init commit aside
 
 
-def test_a_generic_line_changed_past_column_80_is_restored_from_the_diff(project, tmp_path, httpserver, monkeypatch):
-    """Step 3 cannot change GENERIC code (its answer is the CUSTOMIZE sections); a sloppy fix can, and the rules
-    catch it after that edit, with a diff the next fix restores the line from."""
+def test_a_fix_that_also_changes_a_generic_line_gets_the_template_s_line_back_by_code(project, tmp_path, httpserver,
+                                                                                     monkeypatch):
+    """Step 3 cannot change GENERIC code (its answer is the CUSTOMIZE sections); a sloppy fix can, and its GENERIC
+    change is put back from the template by code in the same attempt: no second fix is paid to retype it."""
     generic = "".join(s.text for s in read_template((SOURCE_OF_TRUTH / "grpo_template.py").read_text())
                       if s.kind == "generic")
     train = (REFERENCE / "train.py").read_text()
     line = next(l for l in generic.splitlines() if len(l) > 100 and l.endswith(")") and train.count(l) == 1)
-    changed = line[:-1] + " " + line[-1]  # one space, past column 80
+    changed = line[:-1] + ", )"  # a token more, past column 80: a change in meaning, not only in form
     fault = ("import prompt_template\n", "import prompt_templates\n")
 
     def fix(asked: str, shown: str) -> str:
-        if "No module named 'prompt_templates'" in asked:  # repairs the import, and touches a GENERIC line
-            return edit("train.py", "import prompt_templates", "import prompt_template") + edit("train.py", line, changed)
-        minus = re.search(r"^-(?!--)(.*)$", asked, re.M)  # the diff's template line, whole
-        plus = re.search(r"^\+(?!\+\+)(.*)$", asked, re.M)
-        return edit("train.py", plus.group(1), minus.group(1)) if minus and plus else "I cannot see the change."
+        assert "No module named 'prompt_templates'" in asked
+        return edit("train.py", "import prompt_templates", "import prompt_template") + edit("train.py", line, changed)
 
     server = PromptDrivenServer(httpserver, model(tmp_path, {"train.py": fault}, fix))
     outcome = run(project, server, monkeypatch)
     assert outcome.status == "done", outcome.reason
-    assert [(a["check"], a["outcome"]) for a in outcome.state["attempts"] if a["node"] == "fix"] == [
-        ("import_check", "edited train.py"), ("rules", "edited train.py")]
+    fixes = [a for a in outcome.state["attempts"] if a["node"] == "fix"]
+    assert [(a["check"], a["outcome"]) for a in fixes] == [("import_check", "edited train.py")]
+    assert fixes[0]["put_back"].startswith("the edit also changed the 2nd GENERIC section (template line ")
     assert (project / "workspace/generated/train.py").read_text() == train
+    assert "were put back from grpo_template.py by code" in (project / "claude.logs").read_text()
     assert_history_is_every_attempt(project, outcome)
 
 
@@ -224,10 +224,11 @@ def test_a_hard_coded_training_value_in_the_launch_script_is_flagged_and_removed
     call = '--dynamo_backend no train.py "$@"'  # the CPU path's launch
 
     def fix(asked: str, shown: str) -> str:
-        flagged = re.search(r"launch-hardcoded-args launch_training\.sh:\d+: train\.py is given '([^']*)'", asked)
-        return line_edit("launch_training.sh", shown, f"train.py {flagged.group(1)}", 'train.py "$@"') if flagged else "?"
+        flagged = re.search(r"launch-overrides-args launch_training\.sh: .*? train\.py gets (--\w+ \S+) after", asked)
+        return line_edit("launch_training.sh", shown, f'train.py "$@" {flagged.group(1)}', 'train.py "$@"') \
+            if flagged else "?"
 
-    faults = {"launch_training.sh": (call, '--dynamo_backend no train.py --max_action_tokens 4 "$@"')}
+    faults = {"launch_training.sh": (call, '--dynamo_backend no train.py "$@" --max_action_tokens 4')}
     server = PromptDrivenServer(httpserver, model(tmp_path, faults, fix))
     outcome = run(project, server, monkeypatch, until="rules")
     assert outcome.status == "done", outcome.reason

@@ -11,9 +11,9 @@ import git
 import pytest
 from conftest import REFERENCE, SOURCE_OF_TRUTH, example_generated
 
-from orchestrator.sources.config_file import field_kinds, load_config_class
+from orchestrator.sources.config_file import read_config
 from orchestrator.demo import example, recorded_roles
-from orchestrator.training.formal import (DEFAULT_MODEL, FormalSpec, config_values, is_stand_in, mostly_unparseable,
+from orchestrator.training.formal import (DEFAULT_MODEL, FormalSpec, is_stand_in, mostly_unparseable,
                                  parse_proposal, token_cap_raise, vet)
 from orchestrator.graph import after_formal_train
 from orchestrator.nodes.finish import finish
@@ -28,12 +28,12 @@ H100 = ProbeResult(gpus=[GPU(0, "NVIDIA H100 80GB HBM3", 81559)], cuda_version="
 
 @pytest.fixture(scope="module")
 def config_cls():
-    return load_config_class(SOURCE_OF_TRUTH / "grpo_config.py")
+    return read_config(SOURCE_OF_TRUTH / "grpo_config.py")
 
 
 @pytest.fixture(scope="module")
 def roles(config_cls) -> ConfigRoles:
-    return validate_roles(recorded_roles(example("cleanup")), field_kinds(config_cls), cli_possible=True)
+    return validate_roles(recorded_roles(example("cleanup")), config_cls.kinds, cli_possible=True)
 
 
 def test_proposal_is_read_from_a_json_block():
@@ -73,7 +73,7 @@ def test_a_cpu_run_through_slurm_is_sized_to_the_nodes_not_this_machine(config_c
 
 
 def test_config_values_come_from_the_dataclass(config_cls):
-    assert config_values(config_cls)["model_name"] == DEFAULT_MODEL
+    assert config_cls.defaults["model_name"] == DEFAULT_MODEL
 
 
 def test_arguments_use_the_config_parser_spelling():
@@ -243,7 +243,7 @@ def test_the_formal_run_shows_live_progress_from_a_log_in_a_config_named_folder_
                      on_event=on_event)
     roles = validate_roles({"roles": {"model": "model_name", "updates_total": "total_updates",
                                       "output_folder": "output_dir", "random_seed": "seed"}, "delivery": "cli"},
-                           field_kinds(load_config_class(source / "grpo_config.py")), cli_possible=True)
+                           read_config(source / "grpo_config.py").kinds, cli_possible=True)
     state = {"probe": CPU.to_dict(), "roles": roles.to_dict(), "attempts": [], "ledger": {}}
     update = formal_train(state, SimpleNamespace(context=ctx))
 

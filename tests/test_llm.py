@@ -12,6 +12,7 @@ from werkzeug import Response
 
 from messages_api import USAGE, error_json, message_json, sse, stream_events
 
+from orchestrator.llm.context import ContextExceeded
 from orchestrator.llm import (
     AnthropicLLM,
     LLMError,
@@ -435,3 +436,20 @@ def test_replay_keyed_by_tag_continues_where_a_run_stopped(tmp_path: Path):
     assert resumed.remaining == 0
     with pytest.raises(LLMError, match=r"no reply #3 for 'fix'"):
         resumed.complete(USER, tag="fix")
+
+
+def test_the_messages_api_s_refusal_for_length_and_its_thinking_blocks_are_read(httpserver: HTTPServer, make):
+    httpserver.expect_ordered_request(PATH, method="POST").respond_with_json(
+        {"type": "error", "error": {"type": "invalid_request_error",
+                                    "message": "prompt is too long: 210000 tokens > 200000 maximum"}}, status=400)
+    thinking = {**message_json("<think>draft</think>\nthe answer", USAGE)}
+    thinking["content"] = [{"type": "thinking", "thinking": "apart", "signature": "s"}, *thinking["content"]]
+    httpserver.expect_ordered_request(PATH, method="POST").respond_with_json(thinking)
+
+    llm = make()
+    with pytest.raises(ContextExceeded) as refused:
+        llm.complete(USER, max_tokens=100)
+    reply = llm.complete(USER, max_tokens=100)
+
+    assert (refused.value.context, refused.value.prompt_tokens) == (200000, 210000)
+    assert reply.text == "the answer" and reply.reasoning == "apart\n\ndraft"

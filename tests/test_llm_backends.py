@@ -1,5 +1,7 @@
 """Wire-level tests of the Bedrock, Vertex and OpenAI-compatible backends: a local HTTP server speaks each
-platform's protocol (tests/llm_wires.py), successes, cut answers, streams, refusals and retries included."""
+platform's protocol (tests/llm_wires.py), successes, cut answers, streams, refusals and retries included; and what
+local coder models send: refusals for length, reasoning in the text or apart, tool calls, no usage, the context
+length a server states."""
 
 from __future__ import annotations
 
@@ -12,8 +14,12 @@ from messages_api import USAGE
 from pytest_httpserver import HTTPServer
 from werkzeug import Response
 
+from tokenizers import Tokenizer
+
 from orchestrator.llm import LLMError, Usage
+from orchestrator.llm.context import ContextExceeded, model_counter
 from orchestrator.llm.prices import PriceTable, Price
+from orchestrator.llm.reported import call_line
 
 USER = [{"role": "user", "content": "write the file"}]
 
@@ -219,3 +225,101 @@ def test_a_price_table_of_the_researcher_s_own_prices_a_model(httpserver: HTTPSe
 
     assert llm.price_note == "priced from llm_prices.json"
     assert reply.cost_usd == pytest.approx(table.own[model[:12]].usd(reply.usage)) and reply.cost_usd > 0
+
+
+# --------------------------------------------------------------------------- local coder models
+
+
+def test_a_refusal_for_length_says_the_numbers_on_every_wire(httpserver: HTTPServer, wire: Wire, make):
+    text = ("This model's maximum context length is 32768 tokens. However, you requested 48213 tokens (32213 in the "
+            "messages, 16000 in the completion). Please reduce the length of the messages or completion.")
+    httpserver.expect_request(wire.path(False), method="POST").respond_with_response(wire.refusal(400, text))
+
+    with pytest.raises(ContextExceeded) as caught:
+        make().complete(USER, max_tokens=100)
+    assert (caught.value.context, caught.value.prompt_tokens) == (32768, 32213) and len(sent(httpserver)) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_reasoning_is_never_the_text_of_an_answer(httpserver: HTTPServer, wire: Wire, make, stream: bool):
+    answer = "<think>\nFILE: draft.py\n```\nno\n```\n</think>\n\nFILE: helpers.py"
+    respond(httpserver, wire, wire.stream([answer[:20], answer[20:]]) if stream else wire.success(answer),
+            stream=stream)
+
+    reply = make().complete(USER, max_tokens=8000 if stream else 100)
+    assert reply.text == "FILE: helpers.py" and reply.reasoning == "FILE: draft.py\n```\nno\n```"
+
+
+def openai_body(message: dict, finish: str = "stop", usage: dict | None = OPENAI_USAGE) -> Response:
+    body = {"id": "c", "object": "chat.completion", "created": 0, "model": OPENAI_MODEL,
+            "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}],
+            **({"usage": usage} if usage else {})}
+    return Response(json.dumps(body), content_type="application/json")
+
+
+def openai_stream(*deltas: dict, finish: str = "stop") -> Response:
+    chunks = [{"id": "c", "object": "chat.completion.chunk", "created": 0, "model": OPENAI_MODEL,
+               "choices": [{"index": 0, "delta": delta, "finish_reason": None}]} for delta in deltas]
+    chunks.append({**chunks[0], "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    data = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
+    return Response(data, content_type="text/event-stream")
+
+
+@pytest.fixture
+def openai(httpserver: HTTPServer, sleeps, retries):
+    return lambda **kwargs: WIRES["openai"].build(httpserver, sleep=sleeps.append, on_retry=retries.append, **kwargs)
+
+
+def test_a_reasoning_parser_s_field_is_the_reasoning_and_a_tool_call_is_named(httpserver: HTTPServer, openai):
+    path = "/v1/chat/completions"
+    httpserver.expect_ordered_request(path).respond_with_response(
+        openai_body({"content": "the answer", "reasoning_content": "thinking apart"}))
+    httpserver.expect_ordered_request(path).respond_with_response(openai_body(
+        {"content": None, "tool_calls": [{"id": "1", "type": "function",
+                                          "function": {"name": "write_file", "arguments": "{}"}}]}, "tool_calls"))
+    httpserver.expect_ordered_request(path).respond_with_response(openai_stream(
+        {"role": "assistant", "content": None},
+        {"tool_calls": [{"index": 0, "id": "1", "type": "function", "function": {"name": "edit", "arguments": ""}}]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}, finish="tool_calls"))
+
+    llm = openai()
+    first, second, third = (llm.complete(USER, max_tokens=budget) for budget in (100, 100, 8000))
+    assert (first.text, first.reasoning) == ("the answer", "thinking apart")
+    assert (second.text, second.tool_calls, third.tool_calls) == ("", ("write_file",), ("edit",))
+
+
+def test_a_server_that_reports_no_usage_is_counted_and_says_so(httpserver: HTTPServer, openai, tiny_model_dir):
+    httpserver.expect_request("/v1/chat/completions").respond_with_response(
+        openai_body({"content": "an answer of some words"}, usage=None))
+
+    estimated = openai().complete(USER, max_tokens=100)
+    counted = WIRES["openai"].build(httpserver)
+    counted.window.counter = model_counter(str(tiny_model_dir))
+    exact = counted.complete(USER, max_tokens=100)
+
+    assert estimated.counted == "estimate" and estimated.usage.input_tokens > 0 and estimated.usage.output_tokens > 0
+    tokenizer = Tokenizer.from_file(str(tiny_model_dir / "tokenizer.json"))
+    assert exact.counted == "tokenizer"
+    assert exact.usage.output_tokens == len(tokenizer.encode("an answer of some words", add_special_tokens=False).ids)
+    assert "(estimated: the server reported none)" in call_line(estimated)
+
+
+@pytest.mark.parametrize("entry, ollama, context", [
+    ({"max_model_len": 32768}, None, 32768),  # vLLM, SGLang
+    ({}, {"parameters": "num_ctx 8192\nstop \"<|im_end|>\""}, 8192),  # Ollama, num_ctx set for the model
+    ({}, {"parameters": "stop \"<|im_end|>\""}, None),  # Ollama with its default: not stated
+])
+def test_preflight_reads_the_context_length_where_the_server_says_it(httpserver: HTTPServer, openai, entry, ollama,
+                                                                     context):
+    httpserver.expect_request("/v1/models").respond_with_json(
+        {"object": "list", "data": [{"id": OPENAI_MODEL, "object": "model", "owned_by": "me", **entry}]})
+    if ollama is not None:
+        httpserver.expect_request("/api/show", method="POST", json={"model": OPENAI_MODEL}).respond_with_json(ollama)
+
+    llm = openai()
+    llm.preflight()
+    assert llm.window.tokens == context
+
+    given = openai(max_context=16384)
+    given.preflight()
+    assert given.window.tokens == 16384 and given.window.source == "--max-context"

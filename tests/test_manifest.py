@@ -66,3 +66,16 @@ def test_the_manifest_records_what_the_job_really_ran_with(tmp_path: Path) -> No
     assert record_job_config(manifest, {"max_action_tokens": 48, "seed": 1}, *saved) == {"max_action_tokens": [48, 4]}
     assert json.loads(manifest.read_text())["job_config"] == {"max_action_tokens": 4, "seed": 1}
     assert saved_job_config(tmp_path / "missing", {"seed"}) is None
+
+
+def test_the_manifest_lists_every_package_the_game_imports(tmp_path: Path) -> None:
+    """`import pyspiel` is the open_spiel distribution; a package imported inside a function counts too; the
+    standard library and the game's own modules do not."""
+    from orchestrator.training.manifest import game_packages
+
+    (tmp_path / "env_move.py").write_text("import os\nimport pyspiel\nfrom mpe2 import simple_spread_v3\nimport rules_here\n"
+                                          "def make():\n    import gymnasium\n    return gymnasium\n")
+    found = game_packages(tmp_path / "env_move.py")
+    assert {"open-spiel", "mpe2", "gymnasium", "pettingzoo"} <= set(found)
+    assert found["open-spiel"] == importlib.metadata.version("open_spiel")
+    assert not {"os", "rules_here"} & set(found)

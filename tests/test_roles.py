@@ -12,7 +12,7 @@ import pytest
 from conftest import SOURCE_OF_TRUTH, file_answer, write_transcript
 
 from orchestrator.checks import RuntimeCheckSpec
-from orchestrator.sources.config_file import field_defaults, field_help, field_kinds, load_config_class, set_values
+from orchestrator.sources.config_file import field_help, read_config, set_values
 from orchestrator.demo import example, first_guess, recorded_roles
 from orchestrator.sources.roles import (CONFIG_FILE, ConfigRoles, corrections, deliver, parses_command_line,
                                         suggest_roles, validate_roles)
@@ -41,7 +41,7 @@ EXPECTED = {  # role -> field, as a reader of each example's template would map 
 
 
 def kinds_of(name: str) -> dict:
-    return field_kinds(load_config_class(example(name).source_of_truth / "grpo_config.py"))
+    return read_config(example(name).source_of_truth / "grpo_config.py").kinds
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -128,7 +128,7 @@ def test_deliver_as_flags_or_into_the_config(tmp_path: Path) -> None:
     assert deliver(flags, {"episodes": 4, "bf16": False}, config) == ["--episodes", "4", "--bf16", "false"]
     assert config.read_text() == (SOURCE_OF_TRUTH / "grpo_config.py").read_text()
     assert deliver(ConfigRoles({}, CONFIG_FILE), {"episodes": 4, "bf16": False}, config) == []
-    values = field_defaults(load_config_class(config))
+    values = read_config(config).defaults
     assert values["episodes"] == 4 and values["bf16"] is False
 
 
@@ -157,7 +157,7 @@ def test_a_template_without_flags_gets_its_short_run_through_the_config(tmp_path
     shutil.copytree(example("cleanup").reference, reference)
     _without_command_line(reference)
     assert not parses_command_line(*(p.read_text() for p in (project / "source_of_truth").glob("*.py")))
-    guess = suggest_roles(field_kinds(load_config_class(project / "source_of_truth" / "grpo_config.py")),
+    guess = suggest_roles(read_config(project / "source_of_truth" / "grpo_config.py").kinds,
                           cli_possible=False)
     replies = [{"tag": "map_roles", "text": f"```json\n{json.dumps(guess)}\n```"}] + [
         {"tag": tag, "text": file_answer(*names, folder=reference)}
@@ -171,7 +171,7 @@ def test_a_template_without_flags_gets_its_short_run_through_the_config(tmp_path
     assert outcome.status == "done", outcome.reason
     assert outcome.state["roles"]["delivery"] == CONFIG_FILE
     check_dir = project / "runs/r1/runtime_check"
-    written = field_defaults(load_config_class(check_dir / "code/grpo_config.py"))
+    written = read_config(check_dir / "code/grpo_config.py").defaults
     assert written["model_name"] == str(tiny_model_dir) and written["episodes"] == 2 and written["max_env_steps"] == 2
     start = (check_dir / "logs/train.logs").read_text().splitlines()[0]
     assert "episodes=2" in start and "group_size=2" in start

@@ -93,7 +93,20 @@ STATIC: dict[str, Callable[[Path], None]] = {
     "generic-object-rebound/global": lambda f: into_first_hole(
         f"def _reset() -> None:\n    global {generic_constant(f)}\n    {generic_constant(f)} = None\n")(f),
     "generic-object-rebound/__main__": into_first_hole("import __main__ as _launched"),
-    "launch-hardcoded-args": launch(r'train\.py "\$@"', 'train.py --seed 7 "$@"', 0),
+    "config-code-changed/patch": append("grpo_config.py", lambda f: "import torch as _t\n_t.clamp = lambda v, *a, **k: v"),
+    "config-code-changed/meta-path": append("grpo_config.py", lambda f: (
+        "import sys\n\n\nclass _Finder:\n    def find_spec(self, name, path=None, target=None):\n        return None\n\n\n"
+        "sys.meta_path.insert(0, _Finder())")),
+    "config-code-changed/value-from-code": lambda f: edit_file(f, "grpo_config.py", lambda t: re.sub(
+        r"(\n    \w+: int = (?:field\(default=)?)(\d+)", r"\1len(__import__('os').sched_getaffinity(0)) * \2", t, count=1)),
+    "import-machinery/reload-at-import": append("helpers.py", lambda f: (
+        "import importlib\nimport env_move\nimportlib.reload(env_move)")),
+    "import-machinery/meta-path": append("prompt_template.py", lambda f: "import sys\n_HOOKS = list(sys.meta_path)"),
+    "import-machinery/the-checks": into_first_hole("import orchestrator.rules.probe.training as _check\n"
+                                                   "_check.write = lambda *args, **kwargs: None"),
+    "source-file-written/at-import": append("helpers.py", lambda f: (
+        "import os\n_SOURCE = os.path.join(os.path.dirname(__file__), 'env_' + 'move.py')\n"
+        "with open(_SOURCE, 'a') as _handle:\n    _handle.write('')")),
     "launch-hardcoded-processes": launch(r"--num_processes[ =]+\S+", "--num_processes 8"),
     "launch-without-sbatch": launch(r"(?m)^#SBATCH[^\n]*\n", "", 0),
     "launch-without-accelerate": launch(r"-m accelerate\.commands\.launch[^\n]*", "train.py \"$@\"", 0),
@@ -115,6 +128,13 @@ CONTROLS: dict[str, Callable[[Path], None]] = {
                                                                           t, count=1)),
     "private utility": append("helpers.py", lambda f: "def _manhattan(a, b):\n    return abs(a[0] - b[0]) + abs(a[1] - b[1])"),
     "docstring edited": lambda f: edit_file(f, "train.py", lambda t: t.replace('"""', '"""Edited. ', 1)),
+    "config values as expressions of literals, comments edited": lambda f: edit_file(f, "grpo_config.py", lambda t: re.sub(
+        r"(\n    \w+: int = (?:field\(default=)?)(\d+)", lambda m: f"{m.group(1)}2 * {m.group(2)} // 2", t, count=1).replace(
+        "\n\n", "\n\n# values tuned for this machine\n", 1)),
+    "site defaults before the orchestrator's arguments": launch(r'train\.py "\$@"', 'train.py --seed 7 "$@"', 0),
+    "a file of one's own named after the config": into_first_hole(
+        "def _save_values(folder):\n    import json\n    with open(folder + '/grpo_config.json', 'w') as handle:\n"
+        "        json.dump({}, handle)\n"),
 }
 
 

@@ -136,3 +136,15 @@ def test_a_researchers_own_marker_spelling_names_the_section():
     assert built == template.replace("    raise NotImplementedError", "    return round(r)")
     with pytest.raises(EditFormatError, match="names the marker line `# === CUSTOMIZE ===`"):
         parse_sections(answer(("CUSTOMIZE 1: # === CUSTOMIZE ===", "def shape(r):\n    return 1\n")), template)
+
+
+def test_a_sketch_fence_in_the_prose_is_no_problem_while_every_section_is_there_and_named_when_one_is_missing():
+    sections = answer(("CUSTOMIZE 1: # === CUSTOMIZE ===", "def make():\n    return 3\n"),
+                      ("CUSTOMIZE 2: # === CUSTOMIZE ===", "def size(self):\n    return 4\n"))
+    sketch = "First a sketch:\n```python\ndef make(): ...\n```\n"
+    assert parse_sections(sketch + sections, TEMPLATE) == parse_sections(sections, TEMPLATE)
+
+    with pytest.raises(EditFormatError) as error:
+        parse_sections(sketch + sections.split("CUSTOMIZE 2:")[0], TEMPLATE)
+    assert "Line 2: this code fence has no `CUSTOMIZE N: marker line` line before it." in str(error.value)
+    assert "CUSTOMIZE 2 is missing from the answer" in str(error.value)

@@ -466,7 +466,7 @@ def test_launcher_always_uses_accelerate_one_process_per_gpu_or_the_cpu(tmp_path
 @pytest.mark.slow
 def test_the_reference_set_passes_a_runtime_check_and_its_csv_log_is_read_right(tmp_path):
     from orchestrator.checks import RuntimeCheckSpec, find_log, run_runtime_check
-    from orchestrator.sources.config_file import field_kinds, load_config_class
+    from orchestrator.sources.config_file import read_config
     from orchestrator.demo import example, recorded_roles
     from orchestrator.training.logformat import read_log
     from orchestrator.training.monitor import progress
@@ -478,7 +478,7 @@ def test_the_reference_set_passes_a_runtime_check_and_its_csv_log_is_read_right(
     for src in [*SOT.glob("*.py"), *GENERATED.iterdir()]:
         shutil.copy2(src, folder / src.name)
     ex = example("spread")
-    roles = validate_roles(recorded_roles(ex), field_kinds(load_config_class(SOT / "grpo_config.py")),
+    roles = validate_roles(recorded_roles(ex), read_config(SOT / "grpo_config.py").kinds,
                            cli_possible=True)
     model = local_tiny_model(ROOT)
     spec = RuntimeCheckSpec(model=model, real_model=False, episodes=4, turns=1, cpu_processes=1)

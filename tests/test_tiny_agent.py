@@ -13,7 +13,7 @@ import pytest
 from conftest import copy_generated_set, edit_file, example_generated
 from orchestrator.checks import RuntimeCheckSpec, run_import_check, run_runtime_check
 from orchestrator.rules.probe.game import STATE_TURNS
-from orchestrator.sources.config_file import field_kinds, load_config_class
+from orchestrator.sources.config_file import read_config
 from orchestrator.demo import example, recorded_roles
 from orchestrator.sources.roles import validate_roles
 from orchestrator.tiny.agent import agent_key, local_tiny_agent, synthetic_turns
@@ -94,8 +94,8 @@ def test_the_agent_writes_valid_calls_to_the_games_helpers_most_of_the_time(clea
 
 
 def cleanup_roles():
-    config_cls = load_config_class(ROOT / "source_of_truth" / "grpo_config.py")
-    return validate_roles(recorded_roles(example("cleanup")), field_kinds(config_cls), cli_possible=True)
+    config_cls = read_config(ROOT / "source_of_truth" / "grpo_config.py")
+    return validate_roles(recorded_roles(example("cleanup")), config_cls.kinds, cli_possible=True)
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ tests advance an injected clock by minutes per poll."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import textwrap
 import time
@@ -566,6 +567,38 @@ def test_a_recorded_live_job_is_adopted_not_started_twice(tmp_path: Path) -> Non
     assert saved["status"] == "finished" and saved["pgid"] == earlier.pid
 
 
+def test_a_copied_record_of_a_job_still_running_in_the_original_is_not_adopted(tmp_path: Path) -> None:
+    """A project copied while its job runs: the copy's record names the original's live process, which works for the
+    original's run folder; the copy starts its own job and leaves the original's alone."""
+    script = write_child(tmp_path, """
+        open("started.txt", "a").write("x")
+        line("start", model="tiny", updates=1, episodes=8)
+        while not os.path.exists("go"):
+            time.sleep(0.01)
+        train(1)
+        line("done", updates=1, episodes=8)
+    """)
+    original, copy = tmp_path / "original" / "runs" / "r1", tmp_path / "copy" / "runs" / "r1"
+    for run_dir in (original, copy):
+        run_dir.mkdir(parents=True)
+        shutil.copy(script, run_dir / "child.py")
+    earlier = TrainingJob([sys.executable, "child.py"], original, original / "train.logs", poll_s=POLL_S,
+                          record=original / "jobs" / "formal-1.json")
+    assert earlier._start() is None
+    earlier._save_record(**earlier._describe(), first_record=0, log_path=str(earlier.log_path), status="running")
+    shutil.copytree(original / "jobs", copy / "jobs")
+    (copy / "go").touch()
+    try:
+        result = TrainingJob([sys.executable, "child.py"], copy, copy / "train.logs", poll_s=POLL_S,
+                             record=copy / "jobs" / "formal-1.json").run()
+        assert result.status == "finished" and (copy / "started.txt").read_text() == "x"  # its own job
+        assert alive(earlier.pid)  # the original's job is neither adopted nor stopped
+        assert json.loads((copy / "jobs" / "formal-1.json").read_text())["pgid"] != earlier.pid
+    finally:
+        (original / "go").touch()
+        earlier._proc.wait(timeout=60)
+
+
 def test_a_recorded_job_that_ended_unwatched_is_not_run_again(tmp_path: Path) -> None:
     script = write_child(tmp_path, """
         open("started.txt", "a").write("x")
@@ -598,6 +631,28 @@ def test_a_recorded_slurm_job_is_watched_again_without_sbatch(tmp_path: Path) ->
     assert result.status == "finished" and result.slurm_job_id == JOB_ID
     assert not fake.called("sbatch")
     assert json.loads(record.read_text())["status"] == "finished"
+
+
+def test_a_copied_record_of_a_slurm_job_of_the_original_folder_is_not_watched(tmp_path: Path) -> None:
+    """The cluster says the recorded job works in another folder (the project was copied while it ran): this folder
+    submits its own job and leaves that one alone."""
+    record = tmp_path / "jobs" / "formal-1.json"
+    record.parent.mkdir()
+    record.write_text(json.dumps({"slurm_job_id": "99", "status": "running", "first_record": 0}))
+    fake = FakeSlurm(tmp_path, ["RUNNING", None], appends={0: ["start updates=1 episodes=8", TRAIN.format(u=1, e=8),
+                                                               "done updates=1 episodes=8"]})
+    answer = fake.__call__
+
+    def elsewhere(cmd: list[str]) -> tuple[int, str, str]:
+        code, out, err = answer(cmd)
+        return (code, out.replace("JobId=", "WorkDir=/original/runs/r1/formal-1/code JobId="), err) if (
+            cmd[:3] == ["scontrol", "show", "job"] and cmd[-1] == "99") else (code, out, err)
+    job = slurm_job(tmp_path, fake)
+    job._run, job.record = elsewhere, record
+    result = job.run()
+
+    assert result.status == "finished" and result.slurm_job_id == JOB_ID and fake.called("sbatch")
+    assert not [c for c in fake.called("scancel") if "99" in c]
 
 
 @pytest.mark.parametrize("end, status, anomaly", [

@@ -3,7 +3,8 @@ transformers) serving the tiny local model from its folder, offline, on a free l
 
 The tiny model writes nonsense. What is asserted is the wire (the server's own model list, its token counts,
 its access log), the ledger and the journal, and the re-ask path: the nonsense answer is sent back once, and
-the run ends `blocked` with a clear reason, never a crash."""
+the run ends `blocked` with a clear reason, never a crash. The tiny model's context is its config's 4,096 tokens:
+a run whose Step 3 prompt overflows it reaches Step 3 with every request inside it, by the server's count."""
 
 from __future__ import annotations
 
@@ -62,6 +63,8 @@ class GRPOConfig:
     "grpo_template.py": '''"""GRPO training, the smallest template: one section to fill."""
 # === GENERIC — DO NOT MODIFY ===
 from grpo_config import GRPOConfig
+
+LOG_FILE = "train.logs"  # one line per update
 # === END GENERIC ===
 
 # === CUSTOMIZE ===
@@ -220,3 +223,78 @@ def test_a_run_through_transformers_serve_ends_blocked_with_the_nonsense_sent_ba
         status.stdout
     log = (project / "claude.logs").read_text()
     assert log.count(f"result: openai {served.model} answered: ") == 2
+
+
+SMALL_HELPERS = '''"""Helpers for the one-cell game: the game has no coordinates; every agent can only stay.
+
+Call a helper from JSON: {"action": "stay", "agent_id": 0, "args": {}}.
+"""
+
+import env_move
+
+
+def observation_to_text(env: env_move.Game, agent_id: int) -> str:
+    """What agent `agent_id` sees: the turn number (the one cell is at (0, 0))."""
+    return f"You are agent {agent_id} at (0, 0). Turn {env.turn}."
+
+
+def stay(env: env_move.Game, agent_id: int) -> bool:
+    """Stay in the cell this turn. True: the stay is queued."""
+    env.set_action(agent_id, "stay")
+    return True
+'''
+SMALL_PROMPTS = '''"""Prompts for the one-cell game."""
+
+ACTIONS = "stay() - stay in the cell"
+
+
+def create_thinking_prompt(obs_text: str, agent_id: int) -> list[dict]:
+    return [{"role": "system", "content": f"One cell; actions: {ACTIONS}"},
+            {"role": "user", "content": f"{obs_text} Think about your move."}]
+
+
+def create_single_stage_prompt(obs_text: str, thinking_response: str, agent_id: int) -> list[dict]:
+    return [{"role": "system", "content": f"One cell; actions: {ACTIONS}"},
+            {"role": "user", "content": f"{obs_text}\\n{thinking_response}\\nAnswer with one JSON call of stay."}]
+'''
+
+
+def test_a_run_through_transformers_serve_reaches_step_3_with_every_request_inside_the_model_s_context(
+        served: Served, tmp_path: Path):
+    """Steps 0-2 come from a recorded transcript (the tiny model writes nonsense), then a second run asks Step 3 of
+    the tiny model itself: its context is its config's 4,096 tokens, which the Step 3 prompt alone overflows, so
+    the prompt is fitted, and every request the server counted is inside the context."""
+    project = tmp_path / "project"
+    (project / "source_of_truth").mkdir(parents=True)
+    for name, text in SMALL_TRIPLE.items():
+        (project / "source_of_truth" / name).write_text(text)
+    transcript = tmp_path / "steps-0-2.json"
+    transcript.write_text(json.dumps({"replies": [
+        {"tag": "map_roles", "text": '```json\n{"roles": {}}\n```'},
+        {"tag": "generate_helpers", "text": f"FILE: helpers.py\n```python\n{SMALL_HELPERS}```\n"},
+        {"tag": "generate_prompts", "text": f"FILE: prompt_template.py\n```python\n{SMALL_PROMPTS}```\n"}]}))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("OPENAI_API_KEY", None)
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "orchestrator", "run", *args, "--project-root", str(project)],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+    recorded = run("--llm", f"replay:{transcript}", "--until", "generate_prompts", "--run-id", "t0")
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    tiny = run("--llm", f"openai:{served.model}@{served.url}", "--until", "generate_train", "--max-answer-tokens",
+               str(ANSWER_TOKENS), "--run-id", "t1")
+
+    assert tiny.returncode == 1, tiny.stdout + tiny.stderr
+    assert "blocked run t1: generate_train: the LLM's answer stayed malformed after a re-ask: " in tiny.stdout
+    log = (project / "runs/t1/claude.logs").read_text()
+    assert "a 4,096-token context (the model's config.json)" in log
+    events = [json.loads(line) for line in (project / "runs/t1/events.jsonl").read_text().splitlines()]
+    calls = [e for e in events if e["action"] == "llm_call"]
+    assert [c["node"] for c in calls] == ["generate_train"] * 2  # Steps 0-2 were the recorded run's
+    for call in calls:  # the server's own count of the prompt, and the budget the request asked for
+        found = re.search(r"answered: (\d+) tokens in, (\d+) out of (\d+) asked for", call["result"])
+        prompt, out, budget = map(int, found.groups())
+        assert prompt + budget <= 4096 and out <= budget
+    fitted = [e["result"] for e in events if e["action"] == "llm_fit" and e["node"] == "generate_train"]
+    assert fitted and "leaves too little room for the answer in the server's 4,096-token context" in fitted[0]

@@ -17,8 +17,8 @@ Human-readable format, one entry per action::
 The header line is always first and unindented; ``extra`` appears only when non-empty,
 as one line of JSON. Times are UTC, ISO-8601, to the second.
 
-Files are opened in append mode for every event and flushed, so a crash leaves
-everything written so far; nothing is ever truncated.
+Files are opened in append mode for every event, so a crash leaves everything written so far; an entry
+is whole or absent (orchestrator.base.files.append_whole: a write a full disk refused is cut off again).
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from orchestrator.base.files import append_whole
 
 
 def now_iso() -> str:
@@ -75,13 +77,6 @@ def _field(name: str, value: str) -> str:
     return "\n".join([f"  {name}: {first}", *(f"    {line}" for line in rest)])
 
 
-def _append(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-
-
 class ActionLog:
     """Appends events to the project log, the run's log and the run's events.jsonl."""
 
@@ -92,9 +87,9 @@ class ActionLog:
 
     def record(self, event: Event) -> None:
         text = event.to_text()
-        _append(self.project_log, text)
-        _append(self.run_log, text)
-        _append(self.events_path, event.to_json() + "\n")
+        append_whole(self.project_log, text)
+        append_whole(self.run_log, text)
+        append_whole(self.events_path, event.to_json() + "\n")
 
     def events(self) -> list[Event]:
         """The run's events, in order; lines cut short by a crash are skipped."""

@@ -116,6 +116,12 @@ def _environ(pid: int) -> dict[str, str]:
     return {k.decode(errors="replace"): v.decode(errors="replace") for k, _, v in pairs}
 
 
+def works_for(pid: int, run_dir: Path) -> bool:
+    """Whether process `pid` was started for the run in `run_dir` (its environment names that folder): a copy of a
+    project never takes the original's processes for its own."""
+    return _environ(pid).get(RUN_DIR_ENV) == str(Path(run_dir).resolve())
+
+
 def _state_and_group(pid: int) -> tuple[str, int] | None:
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
@@ -126,11 +132,10 @@ def _state_and_group(pid: int) -> tuple[str, int] | None:
 
 def run_processes(run_dir: Path) -> dict[int, list[int]]:
     """Live processes working for the run in `run_dir`, this one aside: process group -> pids."""
-    wanted = str(Path(run_dir).resolve())
     groups: dict[int, list[int]] = {}
     for entry in Path("/proc").glob("[0-9]*"):
         pid = int(entry.name)
-        if pid == os.getpid() or _environ(pid).get(RUN_DIR_ENV) != wanted:
+        if pid == os.getpid() or not works_for(pid, run_dir):
             continue
         found = _state_and_group(pid)
         if found is None or found[0] in ("Z", "X"):

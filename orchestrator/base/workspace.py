@@ -158,7 +158,7 @@ class Workspace:
                     repo.git.config("--get", f"user.{key}")
                 except GitCommandError:
                     repo.git.config(f"user.{key}", value)
-            if not repo.head.is_valid():
+            if not repo.head.is_valid() and not repo.git.for_each_ref("--count=1"):  # a new repository
                 repo.git.commit("--allow-empty", "--no-gpg-sign", "-m", "workspace: init")
             _exclude(root, [f"*{suffix}" for suffix in WEIGHT_SUFFIXES])
         workspace = cls(root)
@@ -308,6 +308,33 @@ class Workspace:
         """A new branch ``name`` at commit ``sha``, not checked out (a child run's, from its parent's final commit)."""
         with _git_errors(f"cannot create branch {name} at {sha[:10]}"):
             self.repo.create_head(name, sha)
+
+    def damage(self, branch: str) -> str:
+        """What is wrong with `branch` and the history it needs, as `git fsck` finds it: its ref, and every commit,
+        tree and file of its history present; '' when nothing is. HEAD naming a missing branch is said too."""
+        try:
+            sha = self.repo.git.rev_parse("--verify", "--quiet", f"refs/heads/{branch}^{{commit}}")
+        except ANY_GIT_ERROR:
+            return f"its branch {branch} is missing or names no commit"
+        with _git_errors(f"cannot check the history of {branch}"):
+            code, out, err = self.repo.git.fsck("--connectivity-only", "--no-dangling", "--no-progress", sha,
+                                                with_extended_output=True, with_exceptions=False)
+        if code == 0:
+            return ""
+        found = [line.strip() for line in f"{out}\n{err}".splitlines()
+                 if line.startswith(("missing", "error", "fatal"))]
+        return f"the history of {branch} is incomplete ({'; '.join(found[:3]) or f'git fsck exit {code}'})"
+
+    def head_damage(self) -> str:
+        """'' when HEAD names a commit; else what it names (a branch that does not exist, say)."""
+        try:
+            self.repo.git.rev_parse("--verify", "--quiet", "HEAD^{commit}")
+            return ""
+        except ANY_GIT_ERROR:
+            try:
+                return f"HEAD names {self.repo.git.symbolic_ref('HEAD')}, which does not exist"
+            except ANY_GIT_ERROR:
+                return "HEAD names no commit"
 
     def is_ancestor(self, older: str, newer: str = "HEAD") -> bool:
         """True when ``older`` is a commit of ``newer``'s history (False for an unknown sha too)."""

@@ -11,9 +11,16 @@
     reach.py        whether a server answers at all, before a run does any work
     reported.py     every answered call told to the run's log: the backend and model that answered
     specs.py        `make_llm(spec)`: the backend a spec names
-    asking.py       one exchange whose answer must parse and be complete (one re-ask with every problem)
+    context.py      a server's context length (read where it says it, or learned from its refusal) and a request's
+                    tokens (the model's tokenizer where at hand, else an estimate)
+    reasoning.py    <think> blocks and reasoning fields taken out of an answer before anything reads it
+    fitting.py      a prompt's smaller forms, for a server whose context cannot take the whole one
+    asking.py       one exchange whose answer must parse and be complete, in the room the server leaves it
     json_answer.py  a JSON object read from an answer
-    edits.py        whole-file, CUSTOMIZE-section and SEARCH/REPLACE answers, applied all-or-nothing
+    edits.py        whole-file, CUSTOMIZE-section, SEARCH/REPLACE and unified-diff answers, applied all-or-nothing
+    diffs.py        unified diffs read as edits
+    meaning.py      lines that differ only in form (quotes, spaces): an edit keeps their old text
+    protected.py    an edited train.py's GENERIC sections put back from the template
     prompts.py      each node's prompt, rendered from agent_prompts/
 
 A layer above sources/ (edits splice the template's sections) and below everything else; it imports nothing else

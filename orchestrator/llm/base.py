@@ -48,6 +48,10 @@ class Reply:
     stop_reason: str | None = None  # "max_tokens": the answer was cut at the budget and is incomplete
     answers: tuple[int, ...] = ()  # the journal records this reply accounts for (orchestrator.run.journal)
     backend: str = ""  # which backend answered: anthropic, bedrock, vertex, openai or replay
+    reasoning: str = ""  # the model's reasoning (<think> blocks, reasoning fields): logged, never parsed
+    tool_calls: tuple[str, ...] = ()  # the names of tool calls the server returned instead of text
+    budget: int | None = None  # the output budget the request asked for (max_tokens as sent)
+    counted: str = ""  # "" when the server reported the tokens; "tokenizer" or "estimate" when it did not
 
 
 Message = dict  # {"role": "user" | "assistant", "content": str}

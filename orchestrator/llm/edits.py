@@ -80,6 +80,8 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import NoReturn
 
+from orchestrator.llm.diffs import looks_like_diff, parse_unified
+from orchestrator.llm.meaning import line_key, minimised
 from orchestrator.sources.template import (END, Section, describe_holes, fill_holes, holes, marker_kind, read_sections,
                                    read_template, string_lines)
 
@@ -127,6 +129,7 @@ _FENCE_CLOSE = re.compile(r"^\s*(`{3,})\s*$")
 _SEARCH = re.compile(r"^<{5,9}\s*SEARCH\s*$")
 _DIVIDER = re.compile(r"^={5,9}$")
 _REPLACE = re.compile(r"^>{5,9}\s*REPLACE\s*$")
+_PLACEHOLDER = re.compile(r"^\s*\.\.\.\s+#\s*(\d+) lines? not shown\s*$")  # orchestrator.llm.fitting's
 
 
 class EditFormatError(ValueError):
@@ -144,6 +147,8 @@ class Edit:
     path: str
     search: str
     replace: str
+    line: int | None = None  # where a diff hunk says it starts (1-based, in the file before the answer's edits)
+    context: tuple[int, int] = (0, 0)  # a hunk's context lines, before and after its change, that fuzz may drop
 
 
 @dataclass
@@ -173,10 +178,11 @@ def parse_files(text: str) -> list[FileBlock]:
     return blocks
 
 
-def read_files(text: str) -> tuple[list[FileBlock], list[str]]:
-    """The whole-file blocks an answer holds, and its format problems ("Line N: ..."), all of them."""
+def read_files(text: str, strays: list[str] | None = None) -> tuple[list[FileBlock], list[str]]:
+    """The whole-file blocks an answer holds, and its format problems ("Line N: ..."), all of them; with `strays`,
+    a code fence with no `FILE:` line (a sketch in the answer's prose) goes there instead of the problems."""
     blocks: list[FileBlock] = []
-    labelled, problems = _labelled_blocks(text, _FILE_LINE, "`FILE: path`")
+    labelled, problems = _labelled_blocks(text, _FILE_LINE, "`FILE: path`", strays)
     for raw, lineno, content in labelled:
         try:
             path = _clean_path(raw, lineno, WHOLE_FILE_FORMAT)
@@ -194,7 +200,21 @@ def parse_sections(text: str, template_text: str) -> str:
     """train.py from an answer that fills each CUSTOMIZE section of the template (``SECTIONS_FORMAT``);
     EditFormatError naming every problem at once, with the template's list of sections."""
     spots = holes(read_template(template_text))
-    labelled, problems = _labelled_blocks(text, _SECTION_LINE, "`CUSTOMIZE N: marker line`")
+    bodies = _section_bodies(text, template_text, set(range(1, len(spots) + 1)))
+    return fill_holes(template_text, [bodies[n] for n in range(1, len(spots) + 1)])
+
+
+def parse_section(text: str, template_text: str, number: int) -> str:
+    """The code of CUSTOMIZE `number` from an answer asked for that section alone (a node that splits its work)."""
+    return _section_bodies(text, template_text, {number})[number]
+
+
+def _section_bodies(text: str, template_text: str, wanted: set[int]) -> dict[int, str]:
+    """The code of each CUSTOMIZE section in `wanted` (numbers) that the answer sends; EditFormatError naming
+    every problem: a section of `wanted` missing or sent twice, one not asked for, a bad label or marker line."""
+    spots = holes(read_template(template_text))
+    strays: list[str] = []  # fences with no label: a sketch in the prose, a problem only when a section is missing
+    labelled, problems = _labelled_blocks(text, _SECTION_LINE, "`CUSTOMIZE N: marker line`", strays)
     bodies: dict[int, tuple[int, str]] = {}  # number -> (line of its label, code)
     named: set[int] = set()  # numbers the answer gave, usable or not
     for label, lineno, content in labelled:
@@ -203,6 +223,10 @@ def parse_sections(text: str, template_text: str) -> str:
         if not 1 <= number <= len(spots):
             problems.append(f"Line {lineno}: `{label}` names no CUSTOMIZE section of the template; they are "
                             f"CUSTOMIZE 1 to CUSTOMIZE {len(spots)}.")
+            continue
+        if number not in wanted:
+            problems.append(f"Line {lineno}: CUSTOMIZE {number} was not asked for in this answer; send only "
+                            f"{_numbers(wanted)}.")
             continue
         hole = spots[number - 1]
         named.add(number)
@@ -219,14 +243,21 @@ def parse_sections(text: str, template_text: str) -> str:
             if problem:
                 problems.append(f"Line {lineno}: the code of CUSTOMIZE {number} {problem}")
             bodies[number] = (lineno, code)
-    missing = [str(n) for n in range(1, len(spots) + 1) if n not in named]
+    missing = [str(n) for n in sorted(wanted) if n not in named]
     if missing:
+        problems += strays
         problems.append(f"CUSTOMIZE {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing from the "
-                        f"answer; send every CUSTOMIZE section of the template, each once.")
+                        f"answer; send {_numbers(wanted)}, each once.")
     if problems:
         raise format_error(problems, SECTIONS_FORMAT,
                            extra=f"The template's CUSTOMIZE sections, in order:\n{describe_holes(template_text)}")
-    return fill_holes(template_text, [bodies[n][1] for n in range(1, len(spots) + 1)])
+    return {number: code for number, (_, code) in bodies.items()}
+
+
+def _numbers(wanted: set[int]) -> str:
+    if len(wanted) == 1:
+        return f"CUSTOMIZE {min(wanted)} only"
+    return "every CUSTOMIZE section of the template"
 
 
 def sections_answer(train_text: str) -> str:
@@ -272,9 +303,11 @@ def format_error(problems: list[str], fmt: str, extra: str = "") -> EditFormatEr
                            + (f"{extra}\n\n" if extra else "") + _format_reminder(fmt))
 
 
-def _labelled_blocks(text: str, label: re.Pattern[str], what: str) -> tuple[list[tuple[str, int, str]], list[str]]:
+def _labelled_blocks(text: str, label: re.Pattern[str], what: str, strays: list[str] | None = None
+                     ) -> tuple[list[tuple[str, int, str]], list[str]]:
     """(label, line of the label, fenced content) for each label line followed by a code fence (blank lines
-    between are allowed), and every problem found ("Line N: ..."); reading goes on after a problem."""
+    between are allowed), and every problem found ("Line N: ..."); reading goes on after a problem. A fence
+    with no label goes to `strays` where it is given, else to the problems."""
     lines = _normalise(text).split("\n")
     blocks: list[tuple[str, int, str]] = []
     problems: list[str] = []
@@ -293,7 +326,8 @@ def _labelled_blocks(text: str, label: re.Pattern[str], what: str) -> tuple[list
             ticks = len(fence.group(1))
             end = _closing_fence(lines, i + 1, ticks)
             if pending is None:
-                problems.append(f"Line {lineno}: this code fence has no {what} line before it.")
+                (problems if strays is None else strays).append(
+                    f"Line {lineno}: this code fence has no {what} line before it.")
             elif end is None:
                 problems.append(f"Line {lineno}: the code fence opened here for {pending[0]} is never closed "
                                 f"(it needs a line of {ticks} or more backticks alone).")
@@ -315,8 +349,11 @@ def _labelled_blocks(text: str, label: re.Pattern[str], what: str) -> tuple[list
 
 def parse_edits(text: str) -> list[Edit]:
     """Return the SEARCH/REPLACE blocks of an answer, in order; EditFormatError naming every format error
-    of the answer at once (after a broken block, reading resumes past its `>>>>>>> REPLACE`)."""
+    of the answer at once (after a broken block, reading resumes past its `>>>>>>> REPLACE`). An answer with no
+    SEARCH block that holds a unified diff is read as one (orchestrator.llm.diffs): each hunk an edit."""
     lines = _normalise(text).split("\n")
+    if not any(_SEARCH.match(line.strip()) for line in lines) and looks_like_diff(text):
+        return _diff_edits(text)
     edits: list[Edit] = []
     problems: list[str] = []
     path: str | None = None
@@ -340,6 +377,19 @@ def parse_edits(text: str) -> list[Edit]:
             i = _past_block(lines, i)
         i += 1
     _refuse_if_unusable(problems, not edits, "No SEARCH/REPLACE block was found in the answer.", EDIT_FORMAT)
+    return edits
+
+
+def _diff_edits(text: str) -> list[Edit]:
+    hunks, problems = parse_unified(text)
+    edits = []
+    for hunk in hunks:
+        try:
+            edits.append(Edit(_clean_path(hunk.path, 0, EDIT_FORMAT), hunk.search, hunk.replace, hunk.line,
+                              hunk.context))
+        except EditFormatError as error:
+            problems.append(str(error).split("\n\n", 1)[0].replace("Line 0: ", f"{hunk.path}: "))
+    _refuse_if_unusable(problems, not edits, "No hunk was found in the diff.", EDIT_FORMAT)
     return edits
 
 
@@ -426,42 +476,134 @@ class _Match:
     start: int
     end: int
     replacement: list[str]
+    dropped: int = 0  # leading context lines fuzz left out (the hunk starts that much earlier)
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """Where one edit went: the new text, or why not (the 1-based lines of the places that matched equally)."""
+
+    text: str | None
+    candidates: list[int]
+    start: int = 0  # 0-based line of the whole hunk in the text before it (for the next hunk's expected line)
+    delta: int = 0  # lines added minus lines removed
 
 
 def apply_edit(content: str, edit: Edit) -> str | None:
     """Return ``content`` with the edit applied, or None if SEARCH matches no single place."""
-    return _apply(content, edit)[0]
+    return _apply(content, edit).text
 
 
-def _apply(content: str, edit: Edit) -> tuple[str | None, list[int]]:
-    """Apply one edit; also return the 1-based start lines of every match found."""
+def _apply(content: str, edit: Edit, near: int | None = None) -> _Placed:
+    """Apply one edit; a diff hunk's `near` (0-based line where it should start) chooses among places."""
     crlf = "\r\n" in content
     text = _normalise(content)
     if not edit.search.strip():
         if text and not text.endswith("\n"):
             text += "\n"
-        return _restore_newlines(text + _normalise(edit.replace), crlf), []
+        return _Placed(_restore_newlines(text + _normalise(edit.replace), crlf), [])
     whole = _lines(text)
-    matches = _find(whole, _lines(_normalise(edit.search)), _lines(_normalise(edit.replace)))
+    part, replace = _lines(_normalise(edit.search)), _lines(_normalise(edit.replace))
+    matches = _find(whole, part, replace, edit.path.endswith(".py"))
+    if not matches and edit.context != (0, 0):
+        matches = _fuzzed(whole, part, replace, edit)
+    if len(matches) > 1 and near is not None:
+        matches = _nearest(matches, near)
     if len(matches) != 1:
-        return None, [m.start + 1 for m in matches]
+        return _Placed(None, [m.start + 1 for m in matches])
     match = matches[0]
-    new_lines = whole[: match.start] + match.replacement + whole[match.end :]
+    replacement = minimised(whole[match.start: match.end], match.replacement, edit.path.endswith(".py"))
+    new_lines = whole[: match.start] + replacement + whole[match.end :]
     new_text = "\n".join(new_lines)
     if new_lines and text.endswith("\n"):
         new_text += "\n"
-    return _restore_newlines(new_text, crlf), [match.start + 1]
+    return _Placed(_restore_newlines(new_text, crlf), [match.start + 1], match.start - match.dropped,
+                   len(replacement) - (match.end - match.start))
 
 
-def _find(whole: list[str], part: list[str], replace: list[str]) -> list[_Match]:
-    """All matches of the first rule that matches anywhere."""
+def _find(whole: list[str], part: list[str], replace: list[str], python: bool = False) -> list[_Match]:
+    """All matches of the first rule that matches anywhere; lines the model was shown as left out
+    (`...  # N lines not shown`) match any N lines."""
+    if any(_PLACEHOLDER.match(line) for line in part):
+        return _with_gaps(whole, part, replace, python)
     stripped_whole = [line.rstrip() for line in whole]
     for variant_part, variant_replace in _blank_line_variants(part, replace):
         for rule in (_exact, _ignoring_trailing_whitespace, _reindented):
             matches = rule(whole, stripped_whole, variant_part, variant_replace)
             if matches:
                 return matches
+    if python:  # the last resort: lines that mean the same (quotes normalised, spaces around operators)
+        keys = [line_key(line) for line in whole]
+        wanted = [line_key(line) for line in part]
+        n = len(wanted)
+        return [_Match(i, i + n, replace) for i in range(len(keys) - n + 1) if keys[i: i + n] == wanted]
     return []
+
+
+def _fuzzed(whole: list[str], part: list[str], replace: list[str], edit: Edit) -> list[_Match]:
+    """`patch`'s fuzz: the hunk with up to two of its context lines left out at each end."""
+    lead, trail = edit.context
+    for fuzz in (1, 2):
+        cut_lead, cut_trail = min(fuzz, lead), min(fuzz, trail)
+        if not cut_lead and not cut_trail:
+            continue
+        shorter = part[cut_lead: len(part) - cut_trail]
+        if not any(line.strip() for line in shorter):
+            continue
+        found = _find(whole, shorter, replace[cut_lead: len(replace) - cut_trail], edit.path.endswith(".py"))
+        if found:
+            return [_Match(m.start, m.end, m.replacement, cut_lead) for m in found]
+    return []
+
+
+def _nearest(matches: list[_Match], near: int) -> list[_Match]:
+    """The match nearest to where the hunk said it starts; all of the nearest when two are as near."""
+    distance = lambda m: abs(m.start - m.dropped - near)  # noqa: E731
+    best = min(distance(m) for m in matches)
+    return [m for m in matches if distance(m) == best]
+
+
+def _with_gaps(whole: list[str], part: list[str], replace: list[str], python: bool) -> list[_Match]:
+    """Matches of a SEARCH quoted from a summarised file: each `...  # N lines not shown` line matches any N
+    lines; the same line in REPLACE gives back the lines it matched (the k-th of each N in order)."""
+    pattern: list[str | int] = [int(m.group(1)) if (m := _PLACEHOLDER.match(line)) else line for line in part]
+    length = sum(item if isinstance(item, int) else 1 for item in pattern)
+    key = (lambda line: line_key(line)) if python else (lambda line: line.rstrip())
+    matches = []
+    for start in range(len(whole) - length + 1):
+        gaps: list[tuple[int, list[str]]] = []
+        at = start
+        for item in pattern:
+            if isinstance(item, int):
+                gaps.append((item, whole[at: at + item]))
+                at += item
+            elif key(whole[at]) != key(item):
+                break
+            else:
+                at += 1
+        else:
+            filled = _filled(replace, gaps)
+            if filled is not None:
+                matches.append(_Match(start, at, filled))
+    return matches
+
+
+def _filled(replace: list[str], gaps: list[tuple[int, list[str]]]) -> list[str] | None:
+    """REPLACE with each placeholder line replaced by the lines its SEARCH counterpart matched; None when one
+    has no counterpart."""
+    unused = list(gaps)
+    result: list[str] = []
+    for line in replace:
+        placeholder = _PLACEHOLDER.match(line)
+        if placeholder is None:
+            result.append(line)
+            continue
+        count = int(placeholder.group(1))
+        index = next((k for k, (n, _) in enumerate(unused) if n == count), None)
+        if index is None:
+            return None
+        result += unused.pop(index)[1]
+    return result
 
 
 def _exact(whole: list[str], _: list[str], part: list[str], replace: list[str]) -> list[_Match]:
@@ -585,17 +727,30 @@ def apply_edits(edits: list[Edit], contents: dict[str, str | None]) -> EditResul
     failed: list[Edit] = []
     problems: list[str] = []
     matched: list[str] = []  # "N (path)" for the report, numbered as in the answer
+    shift: dict[str, int] = {}  # a file's lines moved by its earlier hunks (and their drift), as patch counts
     for number, edit in enumerate(edits, 1):
         text = current.get(edit.path, contents.get(edit.path))
         match_lines: list[int] = []
+        near: int | None = None
         if not edit.search.strip() and text is not None and text.strip():
             failed.append(edit)
             problems.append(_regeneration_message(edit, text))
             continue
+        invented = _invented_placeholders(edit)
+        if invented:
+            failed.append(edit)
+            problems.append(f"## PlaceholderInReplace: the REPLACE section for {edit.path} holds `{invented}`, a line "
+                            f"of the summarised view you were shown, not of the file, and its SEARCH section does not "
+                            f"hold it\n{_render(edit)}\nQuote the real lines, or leave them out of both sections.\n")
+            continue
         if text is None:
             new = _normalise(edit.replace) if not edit.search.strip() else None
         else:
-            new, match_lines = _apply(text, edit)
+            near = edit.line - 1 + shift.get(edit.path, 0) if edit.line else None
+            placed = _apply(text, edit, near)
+            new, match_lines = placed.text, placed.candidates
+            if new is not None and near is not None:
+                shift[edit.path] = shift.get(edit.path, 0) + (placed.start - near) + placed.delta
         if new is not None:
             current[edit.path] = new
             applied.append(edit)
@@ -605,12 +760,23 @@ def apply_edits(edits: list[Edit], contents: dict[str, str | None]) -> EditResul
         if text is None:
             problems.append(_missing_file_message(edit))
         elif match_lines:
-            problems.append(_ambiguous_message(edit, match_lines))
+            problems.append(_ambiguous_message(edit, match_lines, near))
         else:
             problems.append(_no_match_message(edit, text))
     if failed:
         return EditResult({}, applied, failed, _failure_report(len(edits), problems, matched))
     return EditResult(current, applied, [], None)
+
+
+def _invented_placeholders(edit: Edit) -> str:
+    """A `...  # N lines not shown` line of REPLACE that SEARCH does not hold as often, or ""."""
+    found = [line.strip() for line in _lines(_normalise(edit.search)) if _PLACEHOLDER.match(line)]
+    for line in _lines(_normalise(edit.replace)):
+        if _PLACEHOLDER.match(line):
+            if line.strip() not in found:
+                return line.strip()
+            found.remove(line.strip())
+    return ""
 
 
 def _no_match_message(edit: Edit, content: str) -> str:
@@ -631,8 +797,12 @@ def _no_match_message(edit: Edit, content: str) -> str:
     )
 
 
-def _ambiguous_message(edit: Edit, match_lines: list[int]) -> str:
+def _ambiguous_message(edit: Edit, match_lines: list[int], near: int | None = None) -> str:
     where = ", ".join(str(line) for line in match_lines)
+    if near is not None:  # a diff hunk: its lines fit several places equally near the line it gave
+        return (f"## HunkAmbiguous: the hunk of {edit.path} at line {edit.line} matches {len(match_lines)} places "
+                f"equally near line {near + 1} (starting at lines {where})\n{_render(edit)}\n"
+                "Give more unchanged context lines in the hunk, or its right line number, so that it fits one place.\n")
     return (
         f"## SearchReplaceAmbiguousMatch: this SEARCH block matches {len(match_lines)} "
         f"places in {edit.path} (starting at lines {where})\n{_render(edit)}\n"

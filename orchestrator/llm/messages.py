@@ -109,6 +109,8 @@ class MessagesLLM(RetryingLLM):
         usage = _usage_from(getattr(message, "usage", None))
         return Reply(
             text="".join(block.text for block in message.content if getattr(block, "type", None) == "text"),
+            reasoning="\n\n".join(block.thinking for block in message.content
+                                   if getattr(block, "type", None) == "thinking" and getattr(block, "thinking", "")),
             usage=usage,
             cost_usd=self._price.usd(usage),
             model=getattr(message, "model", None) or self.model,

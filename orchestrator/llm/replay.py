@@ -10,6 +10,7 @@ from typing import Any
 
 from orchestrator.llm.base import MAX_ANSWER_TOKENS, LLMError, Message, Reply, Usage, one_line
 from orchestrator.llm.prices import SONNET
+from orchestrator.llm.reasoning import without_reasoning
 
 
 @dataclass(frozen=True)
@@ -90,14 +91,15 @@ class ReplayLLM:
             "max_tokens": max_tokens,
         })
         scripted = self._pick(tag)
-        return Reply(
+        return without_reasoning(Reply(
             text=scripted.text,
             usage=scripted.usage,
             cost_usd=SONNET.usd(scripted.usage),
             model="replay",
             stop_reason=scripted.stop_reason,
             backend=self.backend,
-        )
+            budget=max_tokens,
+        ))
 
 
 def _load_transcript(path: Path) -> list[_Scripted]:

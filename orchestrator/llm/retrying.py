@@ -6,6 +6,10 @@ refusal means for the researcher (`_rejected`). At most `max_attempts` attempts,
 jitter capped at `backoff_max_s`; a server's retry-after lengthens the wait, within the same cap; each retry
 is reported to `on_retry` (a run turns it into an event). After the last attempt fails, LLMError says how many
 attempts were made. A request never asks for more than `max_output_tokens` output tokens.
+
+A refusal that says the request is longer than the server's context is `ContextExceeded`, with the numbers
+the server gave (the caller asks again, shorter); every answer's reasoning is taken out of its text
+(orchestrator.llm.reasoning), and the server's token counts teach the backend's estimates (`window`).
 """
 
 from __future__ import annotations
@@ -13,12 +17,15 @@ from __future__ import annotations
 import logging
 import time
 from abc import ABC, abstractmethod
+from dataclasses import replace
 from typing import Any, Callable
 
 from tenacity import RetryCallState, RetryError, Retrying, retry_if_exception, stop_after_attempt
 from tenacity import wait_exponential_jitter
 
 from orchestrator.llm.base import MAX_ANSWER_TOKENS, LLMError, Message, Reply
+from orchestrator.llm.context import ContextExceeded, ContextWindow, chars_of, context_refusal
+from orchestrator.llm.reasoning import without_reasoning
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +49,7 @@ class RetryingLLM(ABC):
         on_retry: Callable[[str], None] | None = None,
         max_output_tokens: int = MAX_ANSWER_TOKENS,
         stream_above: int = STREAM_ABOVE_MAX_TOKENS,
+        max_context: int | None = None,
     ) -> None:
         self.max_output_tokens = max_output_tokens
         self._stream_above = stream_above
@@ -52,6 +60,9 @@ class RetryingLLM(ABC):
         self._backoff_max_s = backoff_max_s
         self._sleep = sleep
         self._on_retry = on_retry
+        self.window = ContextWindow()
+        if max_context:
+            self.window.learn(max_context, "--max-context")
 
     def complete(
         self,
@@ -72,7 +83,7 @@ class RetryingLLM(ABC):
             before_sleep=lambda state: self._report_retry(state, tag),
         )
         try:
-            return retrying(self._send, params, stream)
+            reply = without_reasoning(replace(retrying(self._send, params, stream), budget=params["max_tokens"]))
         except RetryError as err:
             last = err.last_attempt.exception()
             raise LLMError(
@@ -80,7 +91,16 @@ class RetryingLLM(ABC):
                 f"{self._describe(last)}; try again later or resume the run"
             ) from last
         except self._status_error() as err:
+            refused = context_refusal(f"{self._describe(err)} {err}")
+            if refused:
+                raise ContextExceeded(f"{self.platform} refused the request as longer than its context "
+                                      f"({self._describe(err)})", *refused) from err
             raise self._rejected(err) from err
+        if not reply.counted:
+            u = reply.usage
+            self.window.counter.observe(chars_of(system, messages, cache_prefix or []),
+                                        u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens)
+        return reply
 
     @abstractmethod
     def _request_params(self, messages: list[Message], system: str, max_tokens: int,

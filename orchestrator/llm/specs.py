@@ -23,16 +23,19 @@ _MODEL_AT_URL = re.compile(r"(?P<model>.+?)@(?P<url>https?://\S+)")
 
 
 def make_llm(spec: str, *, answered: dict[str, int] | None = None, on_retry: Callable[[str], None] | None = None,
-             prices: PriceTable | None = None, max_output_tokens: int = MAX_ANSWER_TOKENS) -> Backend:
+             prices: PriceTable | None = None, max_output_tokens: int = MAX_ANSWER_TOKENS,
+             max_context: int | None = None) -> Backend:
     """The backend `spec` names (SPECS). Credentials are checked here, without the network; `preflight()` then
     checks that the server answers.
 
     `answered` (tag -> answers already given in this run) lets a resumed replay continue where it stopped;
     `on_retry` receives one line per retried API attempt; `prices` is the researcher's price table;
-    `max_output_tokens` caps the output budget of one answer.
+    `max_output_tokens` caps the output budget of one answer; `max_context` is the server's context length,
+    over what the server says of it (orchestrator.llm.context); a replay has none.
     """
     kind, sep, arg = spec.partition(":")
-    common: dict[str, Any] = {"on_retry": on_retry, "prices": prices, "max_output_tokens": max_output_tokens}
+    common: dict[str, Any] = {"on_retry": on_retry, "prices": prices, "max_output_tokens": max_output_tokens,
+                              "max_context": max_context}
     if kind == "anthropic" and not sep:
         return AnthropicLLM(**common)
     if kind in _EXAMPLES and not arg:

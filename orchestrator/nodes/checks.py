@@ -16,12 +16,13 @@ from langgraph.runtime import Runtime
 from orchestrator.base.actionlog import Event
 from orchestrator.checks import (CheckResult, RuntimeCheckSpec, judge_short_run, launch_probe_args, run_guards,
                                  run_import_check, short_run, unset_roles_note)
-from orchestrator.sources.config_file import field_defaults, load_config_class
+from orchestrator.sources.config_file import read_config
 from orchestrator.faults import ENVIRONMENT
 from orchestrator.run.limits import MachineFault
 from orchestrator.llm import LLMError
 from orchestrator.training.logformat import LogFormat, read_log
 from orchestrator.nodes.logformat import known_format, learn_log_format, unread_log
+from orchestrator.nodes.metric_roles import learn_metric_roles
 from orchestrator.training.pace import WORK_ROLES, Pace, seconds_per_update
 from orchestrator.sources.roles import CLI, ConfigRoles
 from orchestrator.run.state import RunContext, RunState
@@ -86,7 +87,11 @@ def rules(state: RunState, runtime: Runtime[RunContext]) -> dict:
 
 def import_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
-    return record_check(state, ctx, run_import_check(ctx.generated, source_of_truth=ctx.source_of_truth))
+    result = run_import_check(ctx.generated, source_of_truth=ctx.source_of_truth)
+    for note in result.notes:
+        ctx.log.record(Event(ctx.run_id, "import_check", "probe_note", "what the probe did with the game, and what "
+                             "it could not verify", note))
+    return {**record_check(state, ctx, result), "probe_notes": result.notes}
 
 
 LEARNABLE = ("no_updates", "unreadable_log")  # the log may be fine but written in a format the guess cannot read
@@ -121,6 +126,13 @@ def runtime_check(state: RunState, runtime: Runtime[RunContext]) -> dict:
             log_format = described
             result = judge_short_run(run, spec, log_format)
     pace = check_pace(run.log_path, log_format, spec, roles, ctx.generated) if result.passed else None
+    if result.passed:
+        log_format, metric_update = learn_metric_roles(state, ctx, run.log_path, log_format)
+        for key in ("ledger", "attempts"):  # a log format and the metric roles both answered in this check
+            if key in learned and key in metric_update:
+                metric_update[key] = (learned[key] | metric_update[key] if key == "ledger"
+                                      else learned[key] + metric_update[key])
+        learned = {**learned, **metric_update}
     return {**record_check(state, ctx, result), **learned, "log_format": log_format.to_dict(),
             **({"check_pace": pace.to_dict()} if pace else {})}
 
@@ -133,7 +145,7 @@ def check_pace(log_path: Path, log_format: LogFormat, spec: RuntimeCheckSpec, ro
     if seconds is None:
         return None
     try:
-        defaults = roles.read(field_defaults(load_config_class(generated / "grpo_config.py")))
+        defaults = roles.read(read_config(generated / "grpo_config.py").defaults)
     except Exception:  # a config that does not load has failed the check already
         defaults = {}
     values = {**defaults, **spec.role_values(log_path.parent)}

@@ -10,15 +10,28 @@ fix escalates: every generated file in full, the list of what was tried, a large
 
 helper_readme.md is not a file the fix may edit: an edit of helpers.py renders it again in the same
 commit (orchestrator/rules/helper_docs.py), and an answer that edits it is refused, pointing at the docstrings.
+
+Protected text is put back by code, never asked for again: an edit of train.py that also changed GENERIC
+sections keeps its CUSTOMIZE lines and gets the template's GENERIC sections back (orchestrator.llm.protected),
+and lines an edit changed only in form (quotes, spaces) keep their old text (orchestrator.llm.meaning); the
+next fix's prompt says what was put back. Edits come as SEARCH/REPLACE blocks or as a unified diff.
+
+On a server with a short context the prompt is fitted (orchestrator.llm.fitting): train.py's GENERIC sections
+summarised, the read-only files and, when escalated, the files the evidence does not name left out, the other
+files outlined, then the evidence and the earlier attempts abridged.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from langgraph.runtime import Runtime
 
 from orchestrator.base.actionlog import Event
-from orchestrator.llm.asking import ask
+from orchestrator.llm.asking import abridge, ask
 from orchestrator.llm.edits import EDIT_FORMAT, apply_edits, check_protected, parse_edits
+from orchestrator.llm.fitting import forms
+from orchestrator.llm.protected import restore_generic
 from orchestrator.rules.helper_docs import HELPERS_FILE, stale_docs
 from orchestrator.rules import GENERATED_FILES, HELPER_README, PROTECTED_FILES, check_config
 from orchestrator.run.limits import ensure_budget
@@ -28,17 +41,8 @@ from orchestrator.run.state import GENERATED_DIR, RunContext, RunState, attempt_
 EDITABLE = (*(name for name in GENERATED_FILES if name != HELPER_README), "grpo_config.py")
 EDIT_CHARS = 1500  # of an earlier edit, shown again under "already tried"
 REFUSAL_CHARS = 800
-
-
-def abridge(text: str, limit: int) -> str:
-    """`text` within `limit` characters: its start and its end, the middle cut at line boundaries."""
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    head, tail_ = text[: limit // 2], text[-limit // 2:]
-    head = head[: head.rfind("\n")] if "\n" in head else head
-    tail_ = tail_[tail_.find("\n") + 1:] if "\n" in tail_ else tail_
-    return f"{head}\n... ({len(text) - len(head) - len(tail_)} characters cut) ...\n{tail_}"
+SMALLER_EVIDENCE = ((6000, 600), (2000, 200))  # (evidence, each earlier edit) characters of the smaller prompts
+TRAIN, TEMPLATE = "train.py", "grpo_template.py"
 
 
 def previous_fixes(state: RunState, check: str) -> list[dict]:
@@ -52,8 +56,10 @@ def should_escalate(evidence: dict, tried: list[dict]) -> bool:
     return last.get("fingerprint") == evidence["fingerprint"] or not last.get("changed", True)
 
 
-def make_parser(ctx: RunContext, current: dict[str, str | None]):
+def make_parser(ctx: RunContext, current: dict[str, str | None], restored: list[str]):
+    """The parser of a fix's answer; what it put back of train.py's GENERIC sections goes into `restored`."""
     source_config = (ctx.source_of_truth / "grpo_config.py").read_text()
+    template = (ctx.source_of_truth / TEMPLATE).read_text()
 
     def parse(text: str) -> dict[str, str]:
         edits = parse_edits(text)
@@ -67,15 +73,18 @@ def make_parser(ctx: RunContext, current: dict[str, str | None]):
         unknown = sorted({n for n in names if n not in EDITABLE})
         if unknown:
             raise ValueError(f"refused: {', '.join(unknown)} is not a file you may edit ({', '.join(EDITABLE)})")
-        edits = [type(e)(n, e.search, e.replace) for e, n in zip(edits, names)]
+        edits = [replace(e, path=n) for e, n in zip(edits, names)]
         result = apply_edits(edits, {n: current.get(n) for n in names})
         if result.error:
             raise ValueError(result.error)
-        if "grpo_config.py" in result.new_contents:
-            violations = check_config(result.new_contents["grpo_config.py"], source_config)
+        contents = dict(result.new_contents)
+        if TRAIN in contents:
+            contents[TRAIN], restored[:] = restore_generic(contents[TRAIN], template)
+        if "grpo_config.py" in contents:
+            violations = check_config(contents["grpo_config.py"], source_config)
             if violations:
                 raise ValueError(f"refused: {violations[0].message}")
-        return result.new_contents
+        return contents
     return parse
 
 
@@ -93,15 +102,25 @@ def fix(state: RunState, runtime: Runtime[RunContext]) -> dict:
     read_only = [n for n in PROTECTED_FILES if n in evidence["text"] or n in evidence.get("files", [])]
     blocks = {n: current[n] or "" for n in shown}
     blocks |= {f"{n} (read-only: never edit)": (ctx.source_of_truth / n).read_text() for n in read_only}
-    prompt = render("fix", ctx.prompts_dir, check=evidence["check"], kind=evidence.get("kind", ""),
-                    summary=evidence["summary"], evidence=evidence["text"], tried=tried, escalated=escalated,
-                    read_only=read_only, editable=list(EDITABLE), edit_format=EDIT_FORMAT)
+
+    def prompt(evidence_chars: int | None = None, edit_chars: int | None = None) -> list[dict]:
+        text = render("fix", ctx.prompts_dir, check=evidence["check"], kind=evidence.get("kind", ""),
+                      summary=evidence["summary"],
+                      evidence=abridge(evidence["text"], evidence_chars) if evidence_chars else evidence["text"],
+                      tried=[{**t, "edit": abridge(t.get("edit", ""), edit_chars)} if edit_chars else t for t in tried],
+                      escalated=escalated, read_only=read_only, editable=list(EDITABLE), edit_format=EDIT_FORMAT)
+        return [{"role": "user", "content": text}]
+
     ctx.on_event(f"fix: asking for an edit ({evidence['check']}: {evidence['summary'][:120]})"
                  + (" [escalated]" if escalated else ""))
-    answer = ask(ctx.llm, [{"role": "user", "content": prompt}], make_parser(ctx, current),
-                 system=render("system", ctx.prompts_dir), tag="fix",
-                 cache_prefix=file_blocks(blocks),
-                 max_tokens=32000 if escalated else 16000)
+    restored: list[str] = []
+    answer = ask(ctx.llm, prompt(), make_parser(ctx, current, restored), system=render("system", ctx.prompts_dir),
+                 tag="fix", cache_prefix=file_blocks(blocks), max_tokens=32000 if escalated else 16000,
+                 forms=lambda: forms(prompt(), file_blocks(blocks), whole=shown,
+                                     droppable=[*read_only, *(n for n in shown if n not in named)],
+                                     smaller_messages=[(prompt(chars, edit), f"the evidence abridged to {chars} "
+                                                                             f"characters")
+                                                       for chars, edit in SMALLER_EVIDENCE]))
     row = answer.ledger_row()
     tokens = int(row["tokens"])
     attempt = attempt_count(state, "fix") + 1
@@ -111,6 +130,7 @@ def fix(state: RunState, runtime: Runtime[RunContext]) -> dict:
     if answer.parsed is None:
         outcome, changed_files, written = f"unusable edit: {answer.error.splitlines()[0][:200]}", [], {}
         record |= {"refusal": abridge(answer.error, REFUSAL_CHARS)}
+        restored = []
     else:
         edited = {n: text for n, text in answer.parsed.items() if text != current.get(n)}
         changed_files = list(edited)
@@ -121,6 +141,9 @@ def fix(state: RunState, runtime: Runtime[RunContext]) -> dict:
     changed = bool(changed_files)
     rendered = [n for n in written if n not in changed_files]
     record |= {"edit": abridge(answer.last_text, EDIT_CHARS)}
+    if restored:  # said to the model in the next fix's prompt, under "already tried"
+        record["put_back"] = (f"the edit also changed {', '.join(restored)} of {TRAIN}; those lines were put back "
+                              f"from {TEMPLATE} by code (GENERIC text is never edited, and never needs retyping)")
     # every attempt is a commit, an unusable or empty one too, so `history` shows all of them
     sha = ctx.workspace.commit([f"{GENERATED_DIR}/{n}" for n in written], node="fix", attempt=attempt,
                                outcome=f"{evidence['check']} {outcome}", tokens=tokens,
@@ -129,7 +152,9 @@ def fix(state: RunState, runtime: Runtime[RunContext]) -> dict:
                                allow_empty=True)
     ctx.log.record(Event(ctx.run_id, "fix", "llm_edit", f"{evidence['check']} failed: {evidence['summary']}",
                          outcome + (f"; rendered {', '.join(rendered)} again" if rendered else "")
+                         + (f"; {record['put_back']}" if restored else "")
                          + (f"; commit {sha}" if sha else ""), tokens=tokens, cost_usd=answer.cost_usd,
-                         extra={"sha": sha, "escalated": escalated, "request_ids": answer.request_ids}))
+                         extra={"sha": sha, "escalated": escalated, "request_ids": answer.request_ids,
+                                **({"fitted": answer.notes} if answer.notes else {})}))
     ctx.on_event(f"fix: {outcome}")
     return {"ledger": {"fix": row}, "attempts": [{**record, "outcome": outcome, "sha": sha, "changed": changed}]}

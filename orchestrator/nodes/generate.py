@@ -7,6 +7,11 @@ the template. Step 1 is answered with helpers.py only: helper_readme.md is rende
 (orchestrator/rules/helper_docs.py) and committed with it. A step whose outputs already exist and pass their
 guards is skipped: no tokens are spent (re-runs); a missing or stale readme is rendered again, for free.
 Every attempt is a commit, an empty one when the answer stayed malformed.
+
+On a server with a short context (orchestrator.llm.asking) the prompt is fitted: the template's GENERIC
+sections summarised, the input a step can do without left out (Step 2: helpers.py beside its rendered readme;
+Step 3: the readme beside helpers.py), the other files outlined. A Step 3 answer cut by the room the server
+leaves is asked for again one CUSTOMIZE section per request, and train.py is spliced from the parts.
 """
 
 from __future__ import annotations
@@ -18,17 +23,19 @@ from typing import Callable
 from langgraph.runtime import Runtime
 
 from orchestrator.base.actionlog import Event
-from orchestrator.llm.asking import ask
+from orchestrator.llm.asking import Answer, ask
 from orchestrator.checks import LOG_NAME
-from orchestrator.llm.edits import SECTIONS_FORMAT, WHOLE_FILE_FORMAT, format_error, parse_sections, read_files
+from orchestrator.llm.edits import (SECTIONS_FORMAT, WHOLE_FILE_FORMAT, format_error, parse_section, parse_sections,
+                                    read_files)
+from orchestrator.llm.fitting import forms
 from orchestrator.rules.helper_docs import rendered_docs, stale_docs
 from orchestrator.rules import check_folder, errors
 from orchestrator.run.limits import ensure_budget
 from orchestrator.training.machine import ProbeResult, probe
 from orchestrator.llm.prompts import file_blocks, render
-from orchestrator.sources.roles import ConfigRoles
+from orchestrator.sources.roles import ROLES, ConfigRoles
 from orchestrator.run.state import GENERATED_DIR, RunContext, RunState, attempt_count
-from orchestrator.sources.template import describe_holes, generic_text, read_template
+from orchestrator.sources.template import describe_holes, fill_holes, generic_text, holes, read_template
 
 
 @dataclass(frozen=True)
@@ -39,16 +46,18 @@ class Step:
     reason: str
     fills_template: bool = False  # answered with the template's CUSTOMIZE sections (one output, train.py)
     max_tokens: int = 16000
+    droppable: tuple[str, ...] = ()  # inputs the step can do without when the server's context is short
 
 
 STEPS = (
     Step("generate_helpers", ("helpers.py",), ("env_move.py",),
          "Step 1: helpers.py from the game (helper_readme.md is rendered from its docstrings)"),
     Step("generate_prompts", ("prompt_template.py",), ("helpers.py", "helper_readme.md"),
-         "Step 2: prompt_template.py from the helpers and their readme"),
+         "Step 2: prompt_template.py from the helpers and their readme", droppable=("helpers.py",)),
     Step("generate_train", ("train.py",),
          ("env_move.py", "grpo_config.py", "grpo_template.py", "helpers.py", "helper_readme.md", "prompt_template.py"),
-         "Step 3: train.py, the template with its CUSTOMIZE holes filled", fills_template=True),
+         "Step 3: train.py, the template with its CUSTOMIZE holes filled", fills_template=True,
+         droppable=("helper_readme.md",)),
     Step("generate_launch", ("launch_training.sh",), ("grpo_config.py",),
          "Step 4: launch_training.sh from a probe of this machine's GPUs and SLURM"),
 )
@@ -65,10 +74,12 @@ def parse_outputs(step: Step, template_text: str) -> Callable[[str], dict[str, s
     def parse(text: str) -> dict[str, str]:
         if step.fills_template:
             return {step.outputs[0]: parse_sections(text, template_text)}
-        blocks, problems = read_files(text)
+        strays: list[str] = []  # fences with no FILE: line: a sketch in the prose, a problem only with a file missing
+        blocks, problems = read_files(text, strays)
         files = {block.path.rsplit("/", 1)[-1]: block.content for block in blocks}
         missing = [name for name in step.outputs if name not in files]
         if missing:
+            problems += strays
             problems.append(f"the answer must contain {', '.join(step.outputs)}; missing {', '.join(missing)}")
         if problems:
             raise format_error(problems, WHOLE_FILE_FORMAT)
@@ -83,13 +94,21 @@ def step_variables(state: RunState, ctx: RunContext, step: Step) -> dict[str, ob
         template = ctx.workspace.read(f"{GENERATED_DIR}/grpo_template.py") or ""
         logs = roles.field_of("log_folder") or roles.field_of("output_folder")
         sample = roles.field_of("sample_every")
-        return {"roles": roles.describe(), "logging_in_template": LOG_NAME in generic_text(read_template(template)),
-                "sections": describe_holes(template), "sections_format": SECTIONS_FORMAT,
+        return {"roles": roles_text(roles), "logging_in_template": LOG_NAME in generic_text(read_template(template)),
+                "sections": describe_holes(template), "sections_format": SECTIONS_FORMAT, "only": None,
                 "log_folder": f"the folder of the config's `{logs}` field" if logs else "the working directory",
                 "sample_every": f"`config.{sample}`" if sample else "10"}
     if step.node == "generate_launch":
         return {"delivery": roles.delivery}
     return {}
+
+
+def roles_text(roles: ConfigRoles) -> str:
+    """What Step 3 needs of the mapping: each role's field, one a line, and the roles without one on one line."""
+    rows = [f"{role:<20} -> {roles.field_of(role)}" for role in ROLES if roles.field_of(role)]
+    absent = roles.absent()
+    return "\n".join(rows + ([f"{'no field':<20} -> {', '.join(absent)}"] if absent else [])
+                     + [f"{'delivery':<20} -> {roles.delivery}"])
 
 
 def run_probe(state: RunState, ctx: RunContext) -> ProbeResult:
@@ -118,9 +137,10 @@ def generate(state: RunState, ctx: RunContext, step: Step) -> dict:
     inputs = {name: ctx.workspace.read(f"{GENERATED_DIR}/{name}") or "" for name in step.inputs}
     ctx.on_event(f"{step.node}: asking the LLM ({step.reason})")
     template = ctx.workspace.read(f"{GENERATED_DIR}/grpo_template.py") or ""
-    answer = ask(ctx.llm, [{"role": "user", "content": render(step.node, ctx.prompts_dir, **variables)}],
-                 parse_outputs(step, template), system=render("system", ctx.prompts_dir), tag=step.node,
-                 cache_prefix=file_blocks(inputs), max_tokens=step.max_tokens)
+    answer = _ask(ctx, step, variables, inputs, parse_outputs(step, template), can_split=step.fills_template)
+    if answer.cut_short:
+        ctx.on_event(f"{step.node}: the answer does not fit the server's room; asking one CUSTOMIZE section at a time")
+        answer = _by_section(ctx, step, variables, inputs, template, answer)
     row = answer.ledger_row()
     tokens = int(row["tokens"])
     if answer.parsed is None:
@@ -128,7 +148,8 @@ def generate(state: RunState, ctx: RunContext, step: Step) -> dict:
         sha = ctx.workspace.commit([], node=step.node, attempt=attempt, outcome="malformed", tokens=tokens,
                                    body=reason, allow_empty=True)
         ctx.log.record(Event(ctx.run_id, step.node, "llm_generate", step.reason, f"blocked: {answer.error}",
-                             tokens=tokens, cost_usd=answer.cost_usd, extra={"sha": sha}))
+                             tokens=tokens, cost_usd=answer.cost_usd,
+                             extra={"sha": sha, **({"fitted": answer.notes} if answer.notes else {})}))
         return {**update, "ledger": {step.node: row}, "status": "blocked", "exit_reason": reason,
                 "attempts": [{"node": step.node, "attempt": attempt, "outcome": "malformed", "sha": sha,
                               "tokens": tokens, "cost_usd": answer.cost_usd}]}
@@ -140,11 +161,40 @@ def generate(state: RunState, ctx: RunContext, step: Step) -> dict:
                                body=f"{step.reason}\nLLM calls: {answer.calls}, cost ${answer.cost_usd:.4f}")
     ctx.log.record(Event(ctx.run_id, step.node, "llm_generate", step.reason,
                          f"wrote {', '.join(files)}; commit {sha}", tokens=tokens, cost_usd=answer.cost_usd,
-                         extra={"sha": sha, "request_ids": answer.request_ids, "calls": answer.calls}))
+                         extra={"sha": sha, "request_ids": answer.request_ids, "calls": answer.calls,
+                                **({"fitted": answer.notes} if answer.notes else {})}))
     ctx.on_event(f"{step.node}: wrote {', '.join(files)} ({tokens} tokens, ${answer.cost_usd:.4f})")
     return {**update, "ledger": {step.node: row},
             "attempts": [{"node": step.node, "attempt": attempt, "outcome": "generated", "sha": sha,
                           "tokens": tokens, "cost_usd": answer.cost_usd}]}
+
+
+def _ask(ctx: RunContext, step: Step, variables: dict, inputs: dict[str, str], parse: Callable[[str], object],
+         can_split: bool = False) -> Answer:
+    messages = [{"role": "user", "content": render(step.node, ctx.prompts_dir, **variables)}]
+    return ask(ctx.llm, messages, parse, system=render("system", ctx.prompts_dir), tag=step.node,
+               cache_prefix=file_blocks(inputs), max_tokens=step.max_tokens, can_split=can_split,
+               forms=lambda: forms(messages, file_blocks(inputs), droppable=step.droppable))
+
+
+def _by_section(ctx: RunContext, step: Step, variables: dict, inputs: dict[str, str], template: str,
+                whole: Answer) -> Answer:
+    """Step 3 asked one CUSTOMIZE section per request, after a whole answer the server's room cut: train.py
+    from the parts, or the first part's problem. The spend of every request, the cut one's too, is counted."""
+    total: Answer = Answer(parsed=None)
+    total.add(whole)
+    bodies = []
+    for number in range(1, len(holes(read_template(template))) + 1):
+        part = _ask(ctx, step, {**variables, "only": number}, inputs,
+                    lambda text, n=number: parse_section(text, template, n))
+        total.add(part)
+        total.last_text = part.last_text
+        if part.parsed is None:
+            total.error = f"CUSTOMIZE {number}, asked for alone: {part.error}"
+            return total
+        bodies.append(part.parsed)
+    total.parsed = {step.outputs[0]: fill_holes(template, bodies)}
+    return total
 
 
 def _record_skip(ctx: RunContext, step: Step) -> None:

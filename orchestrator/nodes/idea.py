@@ -16,6 +16,7 @@ from orchestrator.base.actionlog import Event
 from orchestrator.ideas.catalog import Idea
 from orchestrator.llm.asking import ask
 from orchestrator.llm.edits import EDIT_FORMAT
+from orchestrator.llm.fitting import forms
 from orchestrator.llm.prompts import file_blocks, render
 from orchestrator.nodes.fix import EDIT_CHARS, EDITABLE, abridge, make_parser
 from orchestrator.rules.helper_docs import stale_docs
@@ -38,9 +39,12 @@ def apply_idea(state: RunState, runtime: Runtime[RunContext]) -> dict:
     prompt = render(NODE, ctx.prompts_dir, title=idea.title, text=idea.text, editable=list(EDITABLE),
                     edit_format=EDIT_FORMAT)
     ctx.on_event(f"{NODE}: asking for the edits of {idea.label}")
-    answer = ask(ctx.llm, [{"role": "user", "content": prompt}], make_parser(ctx, current),
-                 system=render("system", ctx.prompts_dir), tag=NODE,
-                 cache_prefix=file_blocks({n: text for n, text in current.items() if text is not None}))
+    messages = [{"role": "user", "content": prompt}]
+    blocks = file_blocks({n: text for n, text in current.items() if text is not None})
+    restored: list[str] = []  # train.py's GENERIC lines the edit changed, put back by code
+    answer = ask(ctx.llm, messages, make_parser(ctx, current, restored), system=render("system", ctx.prompts_dir),
+                 tag=NODE, cache_prefix=blocks,  # on a short context: fitted, never outlining a file it may edit
+                 forms=lambda: forms(messages, blocks, whole=[n for n, text in current.items() if text is not None]))
     row = answer.ledger_row()
     tokens = int(row["tokens"])
     attempt = attempt_count(state, NODE) + 1
@@ -52,11 +56,14 @@ def apply_idea(state: RunState, runtime: Runtime[RunContext]) -> dict:
         outcome = f"unusable edit: {answer.error.splitlines()[0][:200]}"
     else:
         outcome = f"edited {', '.join(edited)}" if edited else "the edit changed nothing"
+        if restored:
+            outcome += f" (it also changed {', '.join(restored)} of train.py, put back from the template)"
     sha = ctx.workspace.commit([f"{GENERATED_DIR}/{n}" for n in written], node=NODE, attempt=attempt,
                                outcome=outcome, tokens=tokens, body=f"{idea.label}\n\n{idea.text}", allow_empty=True)
     ctx.log.record(Event(ctx.run_id, NODE, "llm_edit", REASON, f"{idea.label}: {outcome}; commit {sha}",
                          tokens=tokens, cost_usd=answer.cost_usd,
-                         extra={"sha": sha, "request_ids": answer.request_ids}))
+                         extra={"sha": sha, "request_ids": answer.request_ids,
+                                **({"fitted": answer.notes} if answer.notes else {})}))
     ctx.on_event(f"{NODE}: {outcome}")
     record = {"node": NODE, "attempt": attempt, "outcome": outcome, "sha": sha, "tokens": tokens,
               "cost_usd": answer.cost_usd, "summary": idea.label, "edit": abridge(answer.last_text, EDIT_CHARS)}

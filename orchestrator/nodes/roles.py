@@ -15,7 +15,7 @@ from langgraph.runtime import Runtime
 
 from orchestrator.base.actionlog import Event
 from orchestrator.llm.asking import ask
-from orchestrator.sources.config_file import field_help, field_kinds, load_config_class
+from orchestrator.sources.config_file import field_help, read_config
 from orchestrator.run.limits import ensure_budget
 from orchestrator.llm.prompts import file_blocks, render
 from orchestrator.llm.json_answer import json_object
@@ -31,7 +31,7 @@ def map_roles(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
     config_text = ctx.workspace.read(f"{GENERATED_DIR}/grpo_config.py") or ""
     template_text = ctx.workspace.read(f"{GENERATED_DIR}/grpo_template.py") or ""
-    kinds = field_kinds(load_config_class(ctx.generated / "grpo_config.py"))
+    kinds = read_config(ctx.generated / "grpo_config.py").kinds
     cli_possible = parses_command_line(template_text, config_text)
 
     stored = ctx.workspace.read(ROLES_FILE)

@@ -23,18 +23,19 @@ from pathlib import Path
 from langgraph.runtime import Runtime
 
 from orchestrator.base.actionlog import Event
+from orchestrator.base.execution import tail
 from orchestrator.base.files import from_disk, write_atomic
 from orchestrator.checks import LOG_NAME, copy_code
 from orchestrator.ideas.arms import CHILD, FINISHED, PARENT, child_arms, read_result, seed_folder, write_result
 from orchestrator.ideas.lineage import COMPARISON_FILE, Lineage
 from orchestrator.ideas.verdict import Comparison, compare
 from orchestrator.nodes.train import (CODE, LOGS, MANIFEST, OUTPUTS, RECORD_FILES, STOPPED, TRAINING_DIR, JobSpec,
-                                      collect_logs, delivered_values, exited_after_done, follow_jobs)
+                                      collect_logs, delivered_values, disk_cause, exited_after_done, follow_jobs)
 from orchestrator.page.compare import write_compare_page
 from orchestrator.run.limits import Cancelled, MachineFault
 from orchestrator.run.runs import read_state
 from orchestrator.run.state import RunContext, RunState, attempt_count
-from orchestrator.sources.config_file import field_defaults, load_config_class
+from orchestrator.sources.config_file import read_config
 from orchestrator.sources.roles import ConfigRoles, deliver
 from orchestrator.training.chain import CANCELLED, CHAIN_FILE, Chain
 from orchestrator.training.logformat import LogFormat
@@ -68,7 +69,7 @@ def train_seed(ctx: RunContext, state: RunState, machine: ProbeResult, roles: Co
     code = copy_code(code_from, folder / CODE)
     config = {**planned, **roles.to_fields({"random_seed": seed, "output_folder": str(folder / OUTPUTS),
                                             "log_folder": str(folder / LOGS), "resume_from": "latest"})}
-    delivered = delivered_values(config, roles, field_defaults(load_config_class(code / "grpo_config.py")))
+    delivered = delivered_values(config, roles, read_config(code / "grpo_config.py").defaults)
     args = deliver(roles, delivered, code / "grpo_config.py")
     write_manifest(folder / MANIFEST, run_id=ctx.run_id, config=config, model_id=str(roles.read(config).get("model")),
                    probe=state["probe"], source_of_truth=ctx.source_of_truth, seeds={"random_seed": seed},
@@ -85,6 +86,12 @@ def train_seed(ctx: RunContext, state: RunState, machine: ProbeResult, roles: Co
     if end.stop is not None:
         stopped = {"check": NODE, "kind": end.stop.status, "summary": end.stop.reason, "text": end.stop.reason}
         raise (Cancelled(end.stop.reason) if end.stop.status == CANCELLED else MachineFault(end.stop.reason, stopped))
+    disk = disk_cause(result)
+    if disk is not None:  # no result is written: `resume` trains this seed again
+        raise MachineFault(f"{arm} seed {seed} failed on the machine, not the code: {disk.remedy}; then `python -m "
+                           f"orchestrator resume {ctx.run_id}` trains the seeds that have not finished",
+                           {"check": NODE, "kind": disk.fault, "summary": disk.remedy,
+                            "text": tail(result.stderr_tail, 3000)})
     outcome = outcome_of(result)
     write_result(folder, seed, outcome, seconds=round(result.seconds, 1), updates=len(
         [r for r in result.records if r.kind == "train"]), stopped=result.status in STOPPED)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from orchestrator.ideas.lineage import Lineage
-from orchestrator.run.state import GENERATED_DIR, SOURCE_FILES, RunContext, RunState
+from orchestrator.run.state import GENERATED_DIR, SOURCE_FILES, RunContext, RunState, attempt_count
 
 # grpo_config.py values may be tuned by a run, so an existing copy is kept; the others are always restored
 ALWAYS_RESTORED = ("env_move.py", "grpo_template.py")
@@ -19,15 +19,17 @@ def setup(state: RunState, runtime: Runtime[RunContext]) -> dict:
         copied = []
         for name in SOURCE_FILES:
             rel = f"{GENERATED_DIR}/{name}"
-            if name in ALWAYS_RESTORED or ctx.workspace.read(rel) is None:
+            if name in ALWAYS_RESTORED or name in ctx.source_changed or ctx.workspace.read(rel) is None:
                 ctx.workspace.copy_in(ctx.source_of_truth / name, rel)
                 copied.append(name)
-        sha = ctx.workspace.commit([f"{GENERATED_DIR}/{n}" for n in SOURCE_FILES], node="setup", attempt=1,
+        attempt = attempt_count(state, "setup") + 1
+        sha = ctx.workspace.commit([f"{GENERATED_DIR}/{n}" for n in SOURCE_FILES], node="setup", attempt=attempt,
                                    outcome="source of truth copied", tokens=0)
         entry["result"] = f"branch run/{ctx.run_id}; copied {', '.join(copied) or 'nothing (up to date)'}"
         entry["extra"] = {"sha": sha}
     ctx.on_event(f"setup: workspace branch run/{ctx.run_id} ready")
-    attempts = [{"node": "setup", "attempt": 1, "outcome": "ok", "sha": sha, "tokens": 0, "cost_usd": 0.0}] if sha else []
+    attempts = ([{"node": "setup", "attempt": attempt, "outcome": "ok", "sha": sha, "tokens": 0, "cost_usd": 0.0}]
+                if sha else [])
     lineage = Lineage.load(ctx.run_dir)  # a child run: the idea it tries (orchestrator.ideas)
     return {"run_id": ctx.run_id, "status": "running", "attempts": attempts,
             **({"idea": lineage.idea.to_dict()} if lineage else {})}

@@ -32,9 +32,10 @@ from orchestrator.training.chain import CANCELLED, CHAIN_FILE, Chain, ChainEnd, 
 from orchestrator.training.checkpoints import latest_update, link_restart_point
 from orchestrator.checks import LOG_NAME, SAMPLE_LOG_NAME, copy_code, find_log, fingerprint
 from orchestrator.base.execution import tail
-from orchestrator.sources.config_file import load_config_class, value_kind
-from orchestrator.training.formal import (DEFAULT_MODEL, config_values, given_values, is_stand_in, memory_text,
-                                          mostly_unparseable, parse_proposal, token_cap_raise, vet)
+from orchestrator.faults import DISK_FAULTS, Cause, cause_of
+from orchestrator.sources.config_file import ConfigFile, read_config, value_kind
+from orchestrator.training.formal import (DEFAULT_MODEL, given_values, is_stand_in, memory_text, mostly_unparseable,
+                                          parse_proposal, token_cap_raise, vet)
 from orchestrator.run.limits import Cancelled, MachineFault, ensure_budget
 from orchestrator.training.manifest import record_job_config, record_jobs, saved_job_config, write_manifest
 from orchestrator.training.logformat import LogFormat, event_files, read_log
@@ -72,16 +73,17 @@ def formal_model(ctx: RunContext, machine: ProbeResult) -> str:
     return model
 
 
-def plan(ctx: RunContext, machine: ProbeResult, model: str, config_cls: type, roles: ConfigRoles, adjustments: dict):
+def plan(ctx: RunContext, machine: ProbeResult, model: str, config_file: ConfigFile, roles: ConfigRoles,
+         adjustments: dict):
     use_slurm = ctx.formal.use_slurm and machine.slurm
     if ctx.formal.plan:  # given whole (a child run trains with its parent's plan): vetted like a proposal, no LLM
         given = given_values(ctx.formal, ctx.workspace.read(f"{GENERATED_DIR}/grpo_config.py") or "", roles)
         try:
-            return Answer(vet({**given, **adjustments, **ctx.formal.pinned}, config_cls, roles, model, machine,
+            return Answer(vet({**given, **adjustments, **ctx.formal.pinned}, config_file, roles, model, machine,
                               use_slurm))
         except ValueError as exc:
             return Answer(None, error=f"the given plan: {exc}")
-    current = {**config_values(config_cls), **roles.to_fields({"model": model})}
+    current = {**config_file.defaults, **roles.to_fields({"model": model})}
     site = site_options(ctx.generated, ctx.formal.sbatch_options, ()) if use_slurm else {}
     summary = machine.summary() + (f"\nsbatch options (the job's): {describe_options(site)}" if use_slurm else "")
     prompt = render("plan_formal", ctx.prompts_dir, probe_summary=summary, model=model, current=current,
@@ -89,7 +91,7 @@ def plan(ctx: RunContext, machine: ProbeResult, model: str, config_cls: type, ro
                     roles=roles.describe())
     grpo_config = ctx.workspace.read(f"{GENERATED_DIR}/grpo_config.py") or ""
     return ask(ctx.llm, [{"role": "user", "content": prompt}],
-               lambda text: vet({**parse_proposal(text), **adjustments, **ctx.formal.pinned}, config_cls, roles, model,
+               lambda text: vet({**parse_proposal(text), **adjustments, **ctx.formal.pinned}, config_file, roles, model,
                                 machine, use_slurm),
                system=render("system", ctx.prompts_dir), tag="formal_train",
                cache_prefix=file_blocks({"grpo_config.py": grpo_config}), max_tokens=4000)
@@ -198,6 +200,13 @@ def delivered_values(config: dict, roles: ConfigRoles, defaults: dict) -> dict:
     return {k: v for k, v in config.items() if v != defaults.get(k)}
 
 
+def disk_cause(result: JobResult) -> Cause | None:
+    """Why a job failed when its saves met a full or read-only disk (the machine's fault, not the code's); None
+    when they did not."""
+    disk = cause_of(f"{result.stderr_tail}\n{result.stdout_tail}") if result.status == "failed" else None
+    return disk if disk is not None and disk.machine and disk.fault in DISK_FAULTS else None
+
+
 def collect_logs(folder: Path) -> None:
     """train.logs and Sample_EP.logs copied to the top of the attempt's folder from wherever below it the
     template wrote them."""
@@ -226,10 +235,10 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ensure_budget(state, ctx.limits, "formal_train")
     machine = ProbeResult.from_dict(state["probe"])
     model = formal_model(ctx, machine)
-    config_cls = load_config_class(ctx.generated / "grpo_config.py")
+    config_file = read_config(ctx.generated / "grpo_config.py")
     roles = ConfigRoles.from_dict(state["roles"])
     log_format = LogFormat.from_dict(state.get("log_format"))
-    answer = plan(ctx, machine, model, config_cls, roles, state.get("adjustments") or {})
+    answer = plan(ctx, machine, model, config_file, roles, state.get("adjustments") or {})
     row = answer.ledger_row()
     attempt = attempt_count(state, "formal_train") + 1
     spend = {"ledger": {"formal_train": row}, "restart_formal": False}
@@ -239,7 +248,7 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
                              tokens=int(row["tokens"]), cost_usd=answer.cost_usd))
         return {**spend, "status": "blocked", "exit_reason": reason}
     config = answer.parsed
-    defaults = config_values(config_cls)
+    defaults = config_file.defaults
     overrides = {k: v for k, v in config.items() if v != defaults.get(k)}
     job_name = FORMAL_JOB.format(attempt)
     folder = ctx.run_dir / job_name
@@ -310,6 +319,13 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
         stopped = {"check": "formal_train", "kind": end.stop.status, "summary": end.stop.reason,
                    "text": end.stop.reason}
         raise (Cancelled(end.stop.reason) if end.stop.status == CANCELLED else MachineFault(end.stop.reason, stopped))
+    disk = disk_cause(result)
+    if disk is not None:
+        record.unlink(missing_ok=True)  # `resume` starts the next job, from the last checkpoint it saved
+        reason = (f"the formal job failed on the machine, not the code: {disk.remedy}; then "
+                  f"`python -m orchestrator resume {ctx.run_id}` goes on from its last checkpoint")
+        raise MachineFault(reason, {"check": "formal_train", "kind": disk.fault, "summary": disk.remedy,
+                                    "text": tail(result.stderr_tail, 3000)})
     config = {**config, **chain.plan.changes}
     plots_dir = ctx.run_dir / PLOTS_DIR / job_name
     where = stop_marks(result)

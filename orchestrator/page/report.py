@@ -42,7 +42,8 @@ from orchestrator.page.compare import compare_pages, compared_runs, write_compar
 from orchestrator.page.diffs import CommitDiff, commit_diff
 from orchestrator.page.pipeline import END, START, Pipeline, highlight_css, path_taken, pipeline_svg
 from orchestrator.training.plots import PLOT_METRICS, PLOTS_DIR, write_curves
-from orchestrator.run.runs import FORMAL_JOB, answered_by_text, job_log, jobs_line, read_state, run_summary
+from orchestrator.run.runs import (FORMAL_JOB, answered_by_text, job_log, jobs_line, metric_roles_line, read_state,
+                                   run_summary)
 
 PAGE_NAME = "report.html"
 REFRESH_S = 15
@@ -180,7 +181,8 @@ def render_page(project_root: Path, run_id: str, pipeline: Pipeline | None) -> s
         svg=Markup(svg), svg_note=svg_note, highlight=Markup(css), skipped=state.get("skipped") or [],
         evidence=evidence if status not in ("done", "running") else {},
         tree=tree_lines(project_root, run_id), compare_pages=compare_pages(run_dir.parent, run_id),
-        updated=_as_of(state, running), open_diff_lines=OPEN_DIFF_LINES)
+        updated=_as_of(state, running), open_diff_lines=OPEN_DIFF_LINES,
+        metric_roles_line=metric_roles_line(summary["metric_roles"]) if summary["metric_roles"] else "")
 
 
 def _as_of(state: Mapping[str, Any], running: bool) -> str:

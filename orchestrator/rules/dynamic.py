@@ -21,6 +21,7 @@ from pathlib import Path
 
 from orchestrator.base.execution import ExecutionResult, execute
 from orchestrator.rules.violation import Violation
+from orchestrator.training.slurm_job import job_variables
 from orchestrator.sources.template import CUSTOMIZE, GENERIC, Section, TemplateError, read_sections
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the orchestrator package
@@ -33,6 +34,7 @@ class ProbeAnswer:
     traceback: str = ""
     violations: list[Violation] = field(default_factory=list)
     note: str = ""
+    notes: list[str] = field(default_factory=list)  # the probe's notes one by one: how it played the game, what it skipped
 
 
 def probe_folder(folder: Path, timeout_s: float = 300.0, *, source_of_truth: Path | None = None,
@@ -41,8 +43,10 @@ def probe_folder(folder: Path, timeout_s: float = 300.0, *, source_of_truth: Pat
     else the folder's copies); a probe that dies without answering is reported as an import failure."""
     plan = {"import_only": True} if import_only else probe_plan(folder, source_of_truth)
     python_path = os.pathsep.join(p for p in (str(PACKAGE_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    # under the variables of the formal launch's SLURM job, as the runtime check's processes run
+    job = job_variables(folder.resolve())
     result = execute([sys.executable, "-m", "orchestrator.rules.probe", str(folder.resolve()), json.dumps(plan)],
-                     folder, timeout_s=timeout_s, env={"PYTHONHASHSEED": "0", "PYTHONPATH": python_path})
+                     folder, timeout_s=timeout_s, env={**job, "PYTHONHASHSEED": "0", "PYTHONPATH": python_path})
     lines = result.stdout.strip().splitlines()
     try:
         answer = json.loads(lines[-1]) if lines else None
@@ -53,7 +57,7 @@ def probe_folder(folder: Path, timeout_s: float = 300.0, *, source_of_truth: Pat
     if answer.get("import_failed"):
         return ProbeAnswer(result, import_failed=answer["import_failed"], traceback=answer.get("traceback", ""))
     violations = [Violation(v["rule"], v["file"], None, v["message"]) for v in answer.get("violations", [])]
-    return ProbeAnswer(result, violations=violations, note=answer.get("note", ""))
+    return ProbeAnswer(result, violations=violations, note=answer.get("note", ""), notes=list(answer.get("notes") or []))
 
 
 def probe_plan(folder: Path, source_of_truth: Path | None = None) -> dict:
@@ -65,9 +69,10 @@ def probe_plan(folder: Path, source_of_truth: Path | None = None) -> dict:
     except (OSError, SyntaxError, TemplateError, ValueError):
         pass  # an unreadable template is reported before any run; the probe then compares no GENERIC code
     try:
-        plan["customize_callables"] = customize_callables((folder / "train.py").read_text())
+        text = (folder / "train.py").read_text()
+        plan["customize_callables"], plan["customize_classes"] = customize_callables(text), customize_classes(text)
     except (OSError, SyntaxError, TemplateError, ValueError):
-        plan["customize_callables"] = []
+        plan["customize_callables"], plan["customize_classes"] = [], []
     return plan
 
 
@@ -184,3 +189,10 @@ def customize_callables(text: str) -> list[str]:
             found += [f"{node.name}.{s.name}" for s in node.body if isinstance(s, ast.FunctionDef)
                       and kinds.get(s.lineno) == CUSTOMIZE]
     return sorted(found, key=lambda n: n.rpartition(".")[2].startswith("_"))
+
+
+def customize_classes(text: str) -> list[str]:
+    """train.py's classes written in CUSTOMIZE sections (a logger, a reward tracker)."""
+    kinds = kinds_by_line(read_sections(text))
+    return [node.name for node in ast.parse(text).body
+            if isinstance(node, ast.ClassDef) and kinds.get(node.lineno) == CUSTOMIZE]

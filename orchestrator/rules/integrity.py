@@ -19,7 +19,8 @@ pure function over parsed texts; the dynamic layer (probe/contract.py) catches w
   than itself by name (an alias, a table, a lambda, a default argument), and no module-level alias or
   table of helpers is used by one ("Functions must be independent — no helper calling another helper").
 - helper-dynamic-lookup: helpers.py looks nothing up by name at run time (`globals()`, `vars()` of its own
-  namespace, `sys.modules`, `getattr` on a module, `importlib`, `__import__`, importing helpers itself).
+  namespace, `sys.modules`, `getattr` on a module, importing helpers itself; importlib and `__import__`
+  are machinery.py's).
 - action-menu-mutated: prompt_template.py does not change an action menu after defining it (the names
   the checks read must be the names the model sees).
 - dispatch-bypasses-helpers: train.py calls the action helpers (by name from helpers, or through the
@@ -43,7 +44,7 @@ PROTECTED_MODULES = ("env_move", "grpo_config")
 OBSERVATION_HELPER = "observation_to_text"
 MUTATORS = {"append", "extend", "insert", "update", "add", "pop", "remove", "clear", "setdefault", "discard",
             "popitem", "__setitem__", "__delitem__"}
-DYNAMIC_LOOKUPS = {"globals", "vars", "__import__"}
+DYNAMIC_LOOKUPS = {"globals", "vars"}
 
 
 # ---------------------------------------------------------------- protected modules
@@ -218,9 +219,6 @@ def _dynamic_lookup(node: ast.AST) -> str:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" and node.args \
             and _is_module_reference(node.args[0]):
         return "getattr() on a module"
-    if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
-            (getattr(node, "module", None) or a.name).split(".")[0] == "importlib" for a in node.names):
-        return "importlib"
     if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
             (getattr(node, "module", None) or a.name) in ("__main__", "train") for a in node.names):
         return "importing train.py itself (as __main__ or train)"

@@ -11,12 +11,12 @@ from orchestrator.rules.violation import Violation
 NAME = "launch_training.sh"
 _ACCELERATE = re.compile(r"accelerate\s+launch|accelerate\.commands\.launch")
 _PROCESSES = re.compile(r"--num_processes[ =]+(\d+)")
-_TRAIN_CALL = re.compile(r"""\btrain\.py\b(?P<rest>[^\n]*)""")
 
 
 def check_launch(text: str) -> list[Violation]:
     """bash -n parses it; #SBATCH directives; accelerate launch; no hard-coded process count above one
-    (one CPU process is the only literal); train.py gets "$@" and no training value of its own."""
+    (one CPU process is the only literal). What train.py gets is judged by the recorded launch
+    (rules/recorded_launch.py): site defaults before "$@" are fine when the orchestrator's values come last."""
     found = []
     try:
         syntax = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True, timeout=10)
@@ -45,10 +45,4 @@ def check_launch(text: str) -> list[Violation]:
                 found.append(Violation("launch-hardcoded-processes", NAME, number,
                                        f"--num_processes {match.group(1)} is hard-coded; count the GPUs at run time "
                                        f"(nvidia-smi -L) and take the node count from SLURM"))
-        call = _TRAIN_CALL.search(line)
-        if call and re.search(r"(^|\s)--\w", call.group("rest").replace('"$@"', "")):
-            found.append(Violation("launch-hardcoded-args", NAME, number,
-                                   f"train.py is given {call.group('rest').strip()!r}; pass only \"$@\": the "
-                                   f"orchestrator sets every training value, and one written here would silently "
-                                   f"win or clash"))
     return found

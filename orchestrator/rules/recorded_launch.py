@@ -2,7 +2,7 @@
 tools answering for N GPUs, `python`, `accelerate`, `torchrun` and `deepspeed` replaced by recorders and
 `srun` running its command as the job's first task, so what starts train.py, and with what, is read off
 the recorded command, whatever the script hides in variables, arrays, heredocs, functions or branches.
-It runs four times: with 1 and 2 GPUs and no scheduler (SLURM's variables cleared, as a direct
+It runs five times: with no GPU, 1 and 2 GPUs and no scheduler (SLURM's variables cleared, as a direct
 `bash launch_training.sh` sees it), then as the batch script of a one-node and of a two-node SLURM job
 (SLURM_JOB_ID, SLURM_NNODES, SLURM_JOB_NODELIST, SLURM_GPUS_ON_NODE, ... set, `scontrol` answering).
 
@@ -43,18 +43,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from orchestrator.rules.violation import Violation
+from orchestrator.training.slurm_job import QUIET, QUIET_PROGRAMS, SRUN, slurm_environment
 
 NAME = "launch_training.sh"
-GPU_COUNTS = (1, 2)
+GPU_COUNTS = (0, 1, 2)  # 0: the CPU path, which the runtime check takes
 SLURM_NODES = (1, 2)  # the SLURM jobs recorded, by node count; each node has the most GPUs of GPU_COUNTS
 RECORDED_PROGRAMS = ("python", "python3", "accelerate", "accelerate-launch", "torchrun", "deepspeed", "mpirun")
-QUIET_PROGRAMS = ("module", "ml", "sbatch", "sinfo", "squeue", "scancel")  # nothing to load or submit here
 PROCESS_FLAGS = ("num_processes", "nproc_per_node")
 ACCELERATE = re.compile(r"(^|\s)accelerate\s+launch(\s|$)|(^|\s)accelerate-launch(\s|$)|accelerate\.commands\.launch"
                         r"|accelerate_cli\s+launch")
 DOCUMENTED_LAUNCHERS = {"torchrun": re.compile(r"(^|\s)torchrun(\s|$)|torch\.distributed\.run"),
                         "deepspeed": re.compile(r"(^|\s)deepspeed(\s|$)")}
-JOB_ID = "4242"
 
 RECORDER = """#!/usr/bin/env bash
 # records the command it stands in for; answers the usual GPU questions asked through python -c
@@ -75,21 +74,6 @@ for arg in "$@"; do
     previous="${arg}"
 done
 exit 0
-"""
-
-SRUN = """#!/usr/bin/env bash
-# runs its command as the job's first task (node 0), once srun's own options are passed over
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --) shift; break ;;
-        --*=*|-[A-Za-z]?*) shift ;;
-        -*) if [ $# -gt 1 ] && ! command -v "$2" >/dev/null 2>&1 && [ ! -e "$2" ]; then shift 2; else shift; fi ;;
-        *) break ;;
-    esac
-done
-[ $# -gt 0 ] || exit 0
-export SLURM_NODEID=0 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_STEP_ID=0
-exec "$@"
 """
 
 SCONTROL = """#!/usr/bin/env bash
@@ -189,7 +173,7 @@ def record_launch(folder: Path, args: list[str], gpus: int, timeout_s: float = 3
         for name, text in (("nvidia-smi", NVIDIA_SMI), ("srun", SRUN), ("scontrol", SCONTROL)):
             _tool(tools / name, text)
         for quiet in QUIET_PROGRAMS:
-            _tool(tools / quiet, "#!/usr/bin/env bash\nexit 0\n")
+            _tool(tools / quiet, QUIET)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SLURMD_"))
                and k not in ("CUDA_VISIBLE_DEVICES", "CPU_PROCESSES", "GRPO_PER_NODE")}
         env |= {"PATH": f"{tools}{os.pathsep}{env.get('PATH', '')}", "PYTHON": str(tools / "python"),
@@ -218,25 +202,6 @@ def record_launch(folder: Path, args: list[str], gpus: int, timeout_s: float = 3
                          if not (work / name).is_file() or (work / name).read_bytes() != data)
         return RecordedLaunch(gpus, commands, returncode, stderr.decode(errors="replace")[-2000:], changed, nodes,
                               configs)
-
-
-def slurm_environment(nodes: int, gpus: int, submit_dir: Path) -> dict[str, str]:
-    """What SLURM sets for the batch script of a job of `nodes` nodes (one task each, `gpus` GPUs each), as its
-    first node sees it."""
-    nodelist = "node1" if nodes == 1 else f"node[1-{nodes}]"
-    per_node = (lambda value: str(value)) if nodes == 1 else (lambda value: f"{value}(x{nodes})")
-    env = {"SLURM_JOB_ID": JOB_ID, "SLURM_JOBID": JOB_ID, "SLURM_JOB_NAME": "grpo", "SLURM_JOB_PARTITION": "gpu",
-           "SLURM_CLUSTER_NAME": "recorded", "SLURM_SUBMIT_DIR": str(submit_dir), "SLURM_SUBMIT_HOST": "login1",
-           "SLURM_NNODES": str(nodes), "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_NODELIST": nodelist,
-           "SLURM_JOB_NODELIST": nodelist, "SLURM_NODEID": "0", "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
-           "SLURMD_NODENAME": "node1", "SLURM_TOPOLOGY_ADDR": "node1", "SLURM_NTASKS": str(nodes),
-           "SLURM_NPROCS": str(nodes), "SLURM_NTASKS_PER_NODE": "1", "SLURM_TASKS_PER_NODE": per_node(1),
-           "SLURM_CPUS_ON_NODE": "8", "SLURM_CPUS_PER_TASK": "8", "SLURM_JOB_CPUS_PER_NODE": per_node(8),
-           "SLURM_MEM_PER_NODE": "65536"}
-    if gpus:
-        env |= {"SLURM_GPUS_ON_NODE": str(gpus), "SLURM_GPUS_PER_NODE": str(gpus),
-                "SLURM_JOB_GPUS": ",".join(map(str, range(gpus)))}
-    return env
 
 
 def _tool(path: Path, text: str) -> None:

@@ -13,10 +13,10 @@ Rule ids, cheapest first:
 - syntax-error: each .py file compiles.
 - protected-file-changed: env_move.py and grpo_template.py are byte-identical to the source of
   truth ("Do NOT modify env_move.py, or grpo_template.py").
-- config-class-missing, config-fields-changed, config-field-type-changed: grpo_config.py keeps class
-  GRPOConfig with exactly the source's field names, each with its annotation and the kind of its
-  default ("Do NOT add or delete parameters in grpo_config.py, but you can change values": values, not
-  types).
+- config-class-missing, config-fields-changed, config-field-type-changed, config-code-changed: grpo_config.py
+  keeps class GRPOConfig with exactly the source's field names, each with its annotation and the kind of its
+  default, and is otherwise the source's code with other literal values (rules/config_code.py) ("Do NOT add
+  or delete parameters in grpo_config.py, but you can change values": values, not types, not code).
 - markers-broken, sections-changed: train.py has the template's sections, in the template's order,
   each opened by the template's own marker line ("Replace every # === CUSTOMIZE === section").
 - generic-section-changed: each GENERIC section equals the template's, byte for byte ("Keep all
@@ -44,6 +44,8 @@ Rule ids, cheapest first:
   must be independent — no helper calling another helper").
 - eval-of-model-output, config-from-environment (rules/inputs.py): no generated code runs text as
   Python, or reads a config value from the environment.
+- import-machinery, source-file-written (rules/machinery.py): no generated code loads, reloads or redirects
+  modules by hand, or writes a file of the source of truth.
 """
 
 from __future__ import annotations
@@ -56,14 +58,16 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from orchestrator.sources.config_file import CONFIG_CLASS
+from orchestrator.rules.config_code import check_config_code
 from orchestrator.rules.exposed import (OBSERVATION_HELPER, Exposed, exposed_callables, helper_names,
                                         module_statements, static_action_helpers, unresolved_names)
-from orchestrator.rules.inputs import check_config_inputs, check_inputs
+from orchestrator.rules.inputs import check_config_inputs, check_inputs, generic_lines
 from orchestrator.rules.integrity import (bound_names, check_config_reads, check_config_writes,
                                           check_dispatch_uses_helpers, check_generic_rebinding,
                                           check_helper_references, check_menu_mutation, check_protected_patches,
                                           check_shadowing, check_shadowing_files, config_members)
 from orchestrator.rules.launch import check_launch
+from orchestrator.rules.machinery import check_machinery
 from orchestrator.rules.violation import Violation
 from orchestrator.sources.template import (CUSTOMIZE, GENERIC, Section, TemplateError, outside_lines, read_sections,
                                    read_template, split_lines)
@@ -110,8 +114,9 @@ def check_config(text: str, source_text: str) -> list[Violation]:
                           "(field values may change, field names may not)")]
     added = [name for name in actual if name not in expected]
     removed = [name for name in expected if name not in actual]
-    if not added and not removed:
-        return _check_field_types(ast.parse(text), ast.parse(source_text))
+    if not added and not removed:  # then code of its own, a value read from the environment the most telling
+        return (_check_field_types(ast.parse(text), ast.parse(source_text))
+                or check_config_inputs(text, source_text) or check_config_code(text, source_text))
     changes = []
     if added:
         changes.append(f"added {', '.join(f'{n!r} (line {actual[n]})' for n in added)}")
@@ -651,8 +656,7 @@ def check_all(files: dict[str, str | None], sources: dict[str, str],
         "env_move.py": lambda: check_protected("env_move.py", present["env_move.py"], sources["env_move.py"]),
         "grpo_template.py": lambda: check_protected(
             "grpo_template.py", present["grpo_template.py"], sources["grpo_template.py"]),
-        "grpo_config.py": lambda: check_config(present["grpo_config.py"], sources["grpo_config.py"])
-        + check_config_inputs(present["grpo_config.py"], sources["grpo_config.py"]),
+        "grpo_config.py": lambda: check_config(present["grpo_config.py"], sources["grpo_config.py"]),
         "helpers.py": lambda: check_helpers(present["helpers.py"]),
         "prompt_template.py": lambda: check_prompt_template(present["prompt_template.py"], present["helpers.py"]),
         "train.py": lambda: check_train(present["train.py"], sources["grpo_template.py"]) + check_train_integrity(
@@ -666,7 +670,8 @@ def check_all(files: dict[str, str | None], sources: dict[str, str],
         if name.endswith(".py"):
             tree = ast.parse(present[name])
             violations += (check_protected_patches(name, tree) + check_shadowing(name, tree)
-                           + check_inputs(name, tree, present[name]))
+                           + check_inputs(name, tree, present[name])
+                           + check_machinery(name, tree, generic_lines(present[name])))
     return violations
 
 

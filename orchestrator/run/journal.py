@@ -4,12 +4,17 @@
 call that wrote it returns. LangGraph's checkpoint only learns of a node's work when the node returns;
 the journal knows it the moment it happens, so a resume after a crash can reconcile the two:
 
-* ``llm_answer``: an answer the LLM server gave (paid): tag, request hash, text, usage, cost, the backend and
+* ``llm_answer``: an answer the LLM server gave (paid): tag, request key, text, usage, cost, the backend and
   model that gave it. An
   answer that no checkpointed ledger row claims is *pending*: the re-run node gets it back for free
-  when it asks the same request again (`JournaledLLM`), so it is paid once and counted once.
-* ``llm_reused`` / ``llm_orphaned``: a pending answer served again, or dropped because the request
-  changed (its spend is then carried by the next answer, so the ledger still holds it).
+  when it asks the same request again (`JournaledLLM`), so it is paid once and counted once. What was asked
+  decides, not where or when: the key leaves out what differs between two asks of the same question (the
+  project's folder, a temporary folder's name, process ids, times, hashes, any number: `request_key`), and a
+  pending answer is found wherever it stands among its tag's, after any rollback and any loss of the
+  checkpoint's write-ahead log.
+* ``llm_reused`` / ``llm_orphaned``: a pending answer served again, or dropped because its node asked something
+  else and nothing pending answers it (its spend is then carried by the next answer, so the ledger still
+  holds it).
 * ``commit``: a workspace commit (sha, parent, node, attempt). A commit that no checkpointed attempt
   names is rolled back on resume; the re-run node makes it again from the same answers.
 
@@ -20,32 +25,26 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
+import re
+import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from orchestrator.base.files import append_whole
 from orchestrator.base.halt import halt_point
 from orchestrator.llm import LLM, Message, Reply, Usage
-
-
-def fsync_append(path: Path, line: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(line)
-        handle.flush()
-        os.fsync(handle.fileno())
 
 
 class Journal:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._next = len(self.records()) + 1
+        self._next = max((r.get("seq", 0) for r in self.records()), default=0) + 1
 
     def append(self, kind: str, **fields: Any) -> dict[str, Any]:
         record = {"seq": self._next, "kind": kind, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **fields}
-        fsync_append(self.path, json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        append_whole(self.path, json.dumps(record, ensure_ascii=False, default=str) + "\n", sync=True)
         self._next += 1
         halt_point(kind, str(fields.get("tag") or fields.get("node") or ""))
         return record
@@ -112,10 +111,24 @@ class Journal:
         return [r for r in commits[last + 1:] if r["sha"] not in claimed_shas]
 
 
+_VOLATILE = (
+    (re.compile(r"(?<![\w.-])" + re.escape(tempfile.gettempdir()) + r"/[^/\s\"']+"), "<tmp>"),  # mkdtemp's names
+    (re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b"), "<hex>"),  # shas, addresses
+    (re.compile(r"\d+"), "0"),  # process ids, ports, times, seconds, line numbers
+)
+
+
 def request_key(tag: str, messages: list[Message], system: str, max_tokens: int,
-                cache_prefix: list[str] | None) -> str:
+                cache_prefix: list[str] | None, root: Path | None = None) -> str:
+    """What a request asks, as a key: two asks of the same question get the same key although their evidence
+    names another project folder (a copy), another temporary folder, process id, time or number."""
     blob = json.dumps({"tag": tag, "messages": messages, "system": system, "max_tokens": max_tokens,
                        "cache_prefix": cache_prefix or []}, sort_keys=True, ensure_ascii=False, default=str)
+    if root is not None:
+        for folder in dict.fromkeys((str(root), str(Path(root).resolve()))):
+            blob = blob.replace(folder, "<project>")
+    for pattern, stand_in in _VOLATILE:
+        blob = pattern.sub(stand_in, blob)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:32]
 
 
@@ -123,35 +136,37 @@ class JournaledLLM:
     """An LLM whose every answer is journaled before it is used, and whose pending answers are reused.
 
     A pending answer (paid, never claimed by a checkpoint) is served again, at no new cost, when the
-    re-run node sends the same request under the same tag. If the request changed, the pending answer
-    is dropped (`llm_orphaned`) and its spend rides on the next answer, so the ledger still holds it.
+    re-run node asks the same thing under the same tag (`request_key`), wherever it stands among the tag's
+    pending answers. When none of them answers the request, they are dropped (`llm_orphaned`) and their spend
+    rides on the next answer, so the ledger still holds it.
     """
 
     def __init__(self, inner: LLM, journal: Journal, spec: str,
-                 pending: dict[str, list[dict[str, Any]]] | None = None) -> None:
-        self.inner, self.journal, self.spec = inner, journal, spec
+                 pending: dict[str, list[dict[str, Any]]] | None = None, root: Path | None = None) -> None:
+        self.inner, self.journal, self.spec, self.root = inner, journal, spec, root
         self.max_output_tokens = inner.max_output_tokens
         self.pending = {tag: list(queue) for tag, queue in (pending or {}).items()}
 
     def complete(self, messages: list[Message], *, system: str = "", max_tokens: int = 8192,
                  cache_prefix: list[str] | None = None, tag: str = "") -> Reply:
-        key = request_key(tag, messages, system, max_tokens, cache_prefix)
-        carried: list[dict[str, Any]] = []
+        key = request_key(tag, messages, system, max_tokens, cache_prefix, self.root)
         queue = self.pending.get(tag) or []
-        while queue:
-            record = queue.pop(0)
-            if record.get("request") == key:
-                self.journal.append("llm_reused", tag=tag, answer=record["seq"])
-                return _folded(record, carried)
+        found = next((record for record in queue if record.get("request") == key), None)
+        if found is not None:
+            queue.remove(found)
+            self.journal.append("llm_reused", tag=tag, answer=found["seq"])
+            return _folded(found, [])
+        carried = list(queue)
+        queue.clear()
+        for record in carried:
             self.journal.append("llm_orphaned", tag=tag, answer=record["seq"],
-                                reason="the re-run node asked a different request")
-            carried.append(record)
+                                reason="the re-run node asked something no pending answer answers")
         reply = self.inner.complete(messages, system=system, max_tokens=max_tokens, cache_prefix=cache_prefix,
                                     tag=tag)
         record = self.journal.append(
             "llm_answer", tag=tag, llm=self.spec, request=key, text=reply.text, usage=asdict(reply.usage),
             cost_usd=reply.cost_usd, backend=reply.backend, model=reply.model, request_id=reply.request_id,
-            stop_reason=reply.stop_reason)
+            stop_reason=reply.stop_reason, tool_calls=list(reply.tool_calls), counted=reply.counted)
         return _folded(record, carried)
 
 
@@ -162,9 +177,13 @@ def _folded(record: dict[str, Any], carried: list[dict[str, Any]]) -> Reply:
         usage, cost = usage + Usage(**old["usage"]), cost + old["cost_usd"]
     return Reply(text=record["text"], usage=usage, cost_usd=cost, model=record.get("model") or "",
                  request_id=record.get("request_id"), stop_reason=record.get("stop_reason"),
-                 answers=(*(o["seq"] for o in carried), record["seq"]), backend=record.get("backend") or "")
+                 answers=(*(o["seq"] for o in carried), record["seq"]), backend=record.get("backend") or "",
+                 tool_calls=tuple(record.get("tool_calls") or ()), counted=record.get("counted") or "")
 
 
-def journaled(inner: LLM, journal: Journal, spec: str, ledger: dict[str, dict[str, Any]]) -> JournaledLLM:
-    return JournaledLLM(inner, journal, spec, journal.pending(ledger))
+def journaled(inner: LLM, journal: Journal, spec: str, ledger: dict[str, dict[str, Any]],
+              root: Path | None = None) -> JournaledLLM:
+    """`inner` journaled, serving this run's pending answers (those `ledger` does not claim); `root` is the project
+    folder, which a request's key leaves out."""
+    return JournaledLLM(inner, journal, spec, journal.pending(ledger), root)
 

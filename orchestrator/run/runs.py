@@ -10,6 +10,8 @@ state.json existed is read from its LangGraph checkpoint instead.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import re
 import sqlite3
@@ -19,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.base.files import from_disk, project_root_of, to_disk
+from orchestrator.base.files import from_disk, project_root_of, read_json, to_disk
 from orchestrator.base.halt import halt_point
 from orchestrator.run.journal import Journal
 from orchestrator.base.files import write_atomic
@@ -70,8 +72,8 @@ class RunSettings:
     def run_dir(self) -> Path:
         return Path(self.project_root) / "runs" / self.run_id
 
-    def save(self) -> None:
-        """run.json, atomically; every path inside the project root stored relative to it."""
+    def stored(self) -> dict[str, Any]:
+        """What run.json holds: every path inside the project root relative to it."""
         root = Path(self.project_root)
         data = asdict(self)
         data["project_root"] = "."
@@ -80,27 +82,74 @@ class RunSettings:
         for group in ("runtime_check", "formal"):
             if isinstance(data[group].get("model"), str):
                 data[group]["model"] = to_disk(data[group]["model"], root)
-        write_atomic(self.run_dir / "run.json", json.dumps(data, indent=2))
+        return data
+
+    def save(self) -> None:
+        """run.json, atomically."""
+        write_atomic(self.run_dir / "run.json", json.dumps(self.stored(), indent=2))
         halt_point("run_json", self.status)
+
+    def journal(self) -> None:
+        """The settings, as run.json holds them, into the run's journal: what rebuilds a damaged run.json."""
+        Journal(self.run_dir / "journal.jsonl").append("settings", settings=self.stored())
+
+    @classmethod
+    def from_stored(cls, root: Path, data: dict[str, Any]) -> "RunSettings":
+        data = {**data, "project_root": str(root), "source_of_truth": from_disk(data["source_of_truth"], root),
+                "llm": llm_paths(data["llm"], from_disk, root)}
+        for group in ("runtime_check", "formal"):
+            if isinstance(data.get(group, {}).get("model"), str):
+                data[group] = {**data[group], "model": from_disk(data[group]["model"], root)}
+        return cls(**data)
 
     @classmethod
     def load(cls, project_root: Path, run_id: str) -> "RunSettings":
         root = project_root.resolve()
         path = root / "runs" / run_id / "run.json"
-        if not path.exists():
+        if not path.exists() and not (path.parent / "journal.jsonl").exists():
             raise SetupError(f"no run {run_id!r} under {root / 'runs'}: see `python -m orchestrator list`")
         try:
-            data = json.loads(path.read_text())
-            data["project_root"] = str(root)
-            data["source_of_truth"] = from_disk(data["source_of_truth"], root)
-            data["llm"] = llm_paths(data["llm"], from_disk, root)
-            for group in ("runtime_check", "formal"):
-                if isinstance(data.get(group, {}).get("model"), str):
-                    data[group]["model"] = from_disk(data[group]["model"], root)
-            return cls(**data)
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise SetupError(f"{path} is damaged ({type(exc).__name__}: {exc}); this run cannot be resumed: "
-                             f"start a new one with `python -m orchestrator run`") from exc
+            return cls.from_stored(root, json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            what = "damaged" if path.exists() else "missing"
+            todo = (f": `python -m orchestrator resume {run_id}` rebuilds it from the run's checkpoint and journal"
+                    if cls.rebuilt(root, run_id) is not None
+                    else "; this run cannot be resumed: start a new one with `python -m orchestrator run`")
+            raise DamagedSettings(f"{path} is {what} ({type(exc).__name__}: {exc}){todo}") from exc
+
+    @classmethod
+    def rebuilt(cls, project_root: Path, run_id: str) -> "RunSettings | None":
+        """The settings the run's journal last recorded (its status as it was then); None without any."""
+        records = Journal(project_root / "runs" / run_id / "journal.jsonl").records("settings")
+        try:
+            return cls.from_stored(project_root, records[-1]["settings"]) if records else None
+        except (KeyError, TypeError, AttributeError):
+            return None
+
+
+class DamagedSettings(SetupError):
+    """run.json is missing or damaged; the message says whether a resume can rebuild it."""
+
+
+def source_hashes(folder: Path, names: Sequence[str]) -> dict[str, str]:
+    """Each named source-of-truth file's sha256 ('' for a file that is not there): what a run was started on."""
+    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() if (folder / name).is_file() else ""
+            for name in names}
+
+
+def source_changes(recorded: Mapping[str, str], current: Mapping[str, str]) -> list[str]:
+    """The files whose hash differs from the recorded one, each as `NAME (OLD -> NEW)` with short hashes."""
+    def short(digest: str) -> str:
+        return digest[:12] or "missing"
+    return [f"{name} ({short(digest)} -> {short(current.get(name, ''))})"
+            for name, digest in recorded.items() if digest != current.get(name, "")]
+
+
+def changed_source(settings: RunSettings) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """(the hashes the run's journal last recorded for its source of truth, the files' hashes now, the changes)."""
+    recorded = (Journal(settings.run_dir / "journal.jsonl").records("source") or [{}])[-1].get("hashes") or {}
+    current = source_hashes(Path(settings.source_of_truth), list(recorded))
+    return recorded, current, source_changes(recorded, current)
 
 
 def spent(state: Mapping[str, Any]) -> tuple[int, float]:
@@ -127,20 +176,83 @@ def evidence_lines(evidence: Mapping[str, Any] | None) -> list[str]:
 
 
 def list_runs(project_root: Path) -> list[RunSettings]:
-    """Every run, oldest first; a run.json that says running while no process holds the workspace is
-    shown as `crashed`, a damaged one as `damaged`."""
+    """Every run, oldest first, with the status and reason `status` shows (`crashed` for a run.json that says
+    running while no process holds the workspace, `damaged` for a run whose books are)."""
     runs = []
     held = WorkspaceLock(project_root).held_by_someone()
-    for path in sorted((project_root / "runs").glob("*/run.json")):
-        try:
-            settings = RunSettings.load(project_root, path.parent.name)
-            if settings.status == "running" and not held:
-                settings.status = "crashed"
-            runs.append(settings)
-        except SetupError as exc:
-            runs.append(RunSettings(path.parent.name, "?", str(project_root), "", status="damaged",
-                                    exit_reason=str(exc)))
+    folders = {path.parent for pattern in ("*/run.json", "*/journal.jsonl")
+               for path in (project_root / "runs").glob(pattern)}
+    for folder in sorted(folders):
+        settings, status, reason = shown_status(project_root, folder.name, held)
+        settings.status, settings.exit_reason = status, reason
+        runs.append(settings)
     return runs
+
+
+def checkpoint_damage(run_dir: Path, run_id: str) -> str:
+    """Why the run's checkpoint cannot be resumed from (missing, empty, not a database, no checkpoint of this run),
+    read with sqlite3 alone; '' when it holds one."""
+    path = run_dir / "checkpoints.sqlite"
+    if not path.is_file():
+        return f"{path} is missing"
+    try:
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            tables = {row[0] for row in db.execute("select name from sqlite_master where type = 'table'")}
+            found = "checkpoints" in tables and db.execute(
+                "select 1 from checkpoints where thread_id = ? limit 1", (run_id,)).fetchone()
+    except sqlite3.OperationalError:
+        return ""  # cannot be read from here (a read-only folder, a lock): not known to be gone
+    except sqlite3.DatabaseError as exc:
+        return f"{path} is damaged ({exc})"
+    return "" if found else f"{path} holds no checkpoint of run {run_id} (it is empty or was replaced)"
+
+
+def routed_next(run_dir: Path, run_id: str) -> list[str] | None:
+    """The nodes a node that finished after the latest checkpoint routes to, its writes saved (read with sqlite3
+    alone): where `resume` goes on. None when no node finished after that checkpoint (or it cannot be read)."""
+    try:
+        with contextlib.closing(sqlite3.connect(run_dir / "checkpoints.sqlite")) as db:
+            latest = db.execute("select checkpoint_id from checkpoints where thread_id = ? and checkpoint_ns = '' "
+                                "order by checkpoint_id desc limit 1", (run_id,)).fetchone()
+            channels = [row[0] for row in db.execute(
+                "select channel from writes where thread_id = ? and checkpoint_ns = '' and checkpoint_id = ?",
+                (run_id, latest[0]))] if latest else []
+    except sqlite3.Error:
+        return None
+    if not channels or any(channel.startswith("__") for channel in channels):
+        return None
+    return list(dict.fromkeys(c[len(BRANCH):] for c in channels if c.startswith(BRANCH)))
+
+
+def shown_status(project_root: Path, run_id: str, held: bool | None = None) -> tuple[RunSettings, str, str]:
+    """(settings, status, reason) as `status` and `list` show a run, saying only what can work: a run whose
+    process died is `crashed` (resume it); one whose run.json is damaged says that a resume rebuilds it; one
+    whose checkpoint is gone (with work paid for or committed) is `damaged` and says to start a new run."""
+    root = project_root.resolve()
+    held = WorkspaceLock(root).held_by_someone() if held is None else held
+    try:
+        settings = RunSettings.load(root, run_id)
+        status, reason = settings.status, settings.exit_reason
+    except DamagedSettings as exc:
+        settings = RunSettings.rebuilt(root, run_id) or RunSettings(run_id, "?", str(root), "")
+        status, reason = "damaged", str(exc)
+    if status == "running" and held:
+        return settings, status, reason
+    if status == "running":
+        status, reason = "crashed", (f"the process ended without stopping the run; resume with "
+                                     f"`python -m orchestrator resume {run_id}`")
+    if status == "done":
+        return settings, status, reason
+    gone = checkpoint_damage(settings.run_dir, run_id)
+    worked = any(r["kind"] in ("llm_answer", "commit") for r in Journal(settings.run_dir / "journal.jsonl").records())
+    if gone and worked:
+        return settings, "damaged", (f"{gone}; this run cannot be resumed: start a new run with `python -m "
+                                     f"orchestrator run` (the workspace branch run/{run_id} keeps its files)")
+    changes = changed_source(settings)[2] if settings.source_of_truth else []
+    if changes:
+        reason = (f"{reason + '; ' if reason else ''}the source of truth changed since ({', '.join(changes)}): "
+                  f"`python -m orchestrator resume {run_id} --accept-source-change` takes it up")
+    return settings, status, reason
 
 
 def _attempt_number(path: Path) -> int:
@@ -213,6 +325,14 @@ def jobs_line(jobs: Mapping[str, Any]) -> str:
     return f"formal run {jobs['run']}, {len(jobs['jobs'])} job(s): {'; '.join(shown)}"
 
 
+def metric_roles_line(roles: Mapping[str, Any]) -> str:
+    """`metric roles: reward <- ret_mean (first guess), ...; off: invalid_action_rise (...)`"""
+    keys, sources = roles.get("keys") or {}, roles.get("sources") or {}
+    mapped = ", ".join(f"{role} <- {key} ({sources.get(role, '?')})" for role, key in keys.items()) or "none mapped"
+    off = roles.get("off") or []
+    return f"metric roles: {mapped}" + (f"; {'; '.join(off)}" if off else "")
+
+
 def metrics_line(metrics: Mapping[str, Any]) -> str:
     """`formal run formal-1, update 4: reward -0.15, loss 0.012, ...`"""
     values = ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if k not in ("run", "update"))
@@ -229,6 +349,7 @@ def state_record(run_dir: Path, status: str, exit_reason: str, values: Mapping[s
             "ledger": dict(values.get("ledger") or {}), "last_error": evidence.get("summary", ""),
             "last_evidence": {k: evidence.get(k, "") for k in ("check", "kind", "summary", "text")} if evidence else {},
             "formal_log_dir": formal_log_dir, "log_format": values.get("log_format") or {},
+            "metric_roles": values.get("metric_roles") or {}, "probe_notes": list(values.get("probe_notes") or []),
             "latest_metrics": latest_formal_metrics(run_dir, formal_log_dir, values.get("log_format")),
             "updated": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
@@ -242,38 +363,34 @@ def write_state(run_dir: Path, status: str, exit_reason: str, values: Mapping[st
 
 def read_state(run_dir: Path) -> dict[str, Any] | None:
     """state.json, or None when it is missing or damaged."""
-    try:
-        data = json.loads((run_dir / STATE_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return read_json(run_dir / STATE_FILE)
 
 
 def run_summary(project_root: Path, run_id: str) -> dict[str, Any]:
     """What `status` shows: settings, where the graph stands, spend (paid answers not yet in the ledger
     included), the last error, the latest formal run's latest metrics."""
     project_root = project_root.resolve()
-    settings = RunSettings.load(project_root, run_id)
+    settings, status, reason = shown_status(project_root, run_id)
     state = read_state(settings.run_dir)
-    if state is None:  # a run from before state.json: its checkpoint knows the same
+    if state is None and status != "damaged":  # a run from before state.json: its checkpoint knows the same
         values, next_nodes = checkpoint_state(settings.run_dir, run_id)
         state = state_record(settings.run_dir, settings.status, settings.exit_reason, values, next_nodes)
+    state = state or {}
+    routed = routed_next(settings.run_dir, run_id) if status == "crashed" else None
+    if routed is not None:  # killed after a node's writes, before its checkpoint: state.json names that node still
+        state["next"] = routed
     ledger = state.get("ledger") or {}
     tokens, cost = spent(state)
     journal = Journal(settings.run_dir / "journal.jsonl")
     pending_tokens, pending_cost = journal.pending_spend(ledger)
-    status = settings.status
-    if status == "running" and not WorkspaceLock(project_root).held_by_someone():
-        status = "crashed"  # run.json says running but no process holds the workspace
-    return {"run_id": run_id, "status": status, "reason": settings.exit_reason or (
-                f"the process ended without stopping the run; resume with `python -m orchestrator resume {run_id}`"
-                if status == "crashed" else ""), "llm": settings.llm,
+    return {"run_id": run_id, "status": status, "reason": reason, "llm": settings.llm,
             "next": state.get("next") or [], "tokens": tokens + pending_tokens, "cost_usd": cost + pending_cost,
             "pending_tokens": pending_tokens, "limits": settings.limits,
             "attempts": len(state.get("attempts") or []), "skipped": state.get("skipped") or [],
             "ledger": ledger, "answered_by": journal.answered_by(ledger), "last_error": state.get("last_error") or "",
             "metrics": latest_formal_metrics(settings.run_dir, state.get("formal_log_dir") or "", state.get("log_format"))
-            or state.get("latest_metrics"), "jobs": formal_jobs(settings.run_dir, state.get("log_format"))}
+            or state.get("latest_metrics"), "jobs": formal_jobs(settings.run_dir, state.get("log_format")),
+            "metric_roles": state.get("metric_roles") or {}, "probe_notes": state.get("probe_notes") or []}
 
 
 BRANCH = "branch:to:"  # LangGraph's channel that marks a node the next step runs

@@ -72,3 +72,4 @@ def check_source_of_truth(folder: Path) -> None:
         problem = (result.stdout.strip().splitlines() or result.stderr.strip().splitlines()[-1:]
                    or [f"the import check timed out after {SOURCE_CHECK_TIMEOUT_S:.0f} s"])[0]
         raise SetupError(f"source of truth: {problem[:400]}; {fix}")
+

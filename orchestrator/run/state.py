@@ -43,6 +43,8 @@ class RunState(TypedDict, total=False):
     probe: dict[str, Any]  # ProbeResult.to_dict()
     roles: dict[str, Any]  # ConfigRoles.to_dict(): the config's fields by role, and how values reach train.py
     log_format: dict[str, Any]  # LogFormat.to_dict(): how train.logs is read (absent: the first guess)
+    metric_roles: dict[str, Any]  # MetricRoles.to_dict(): which keys of train.logs hold reward, invalid rate, ...
+    probe_notes: list[str]  # what the import check's probe noted: how it started, stepped and copied the game
     ledger: Annotated[dict[str, dict[str, Any]], merge_ledger]  # node -> calls, tokens, cost_usd, ..., answers
     attempts: Annotated[list[dict[str, Any]], operator.add]  # node, attempt, outcome, sha, tokens, cost_usd
     skipped: Annotated[list[str], operator.add]  # nodes whose outputs existed and passed their checks
@@ -60,6 +62,7 @@ class Limits:
     max_tokens: int | None = None
     max_attempts_per_check: int = 5  # fix attempts per failing check before the run is blocked
     max_answer_tokens: int = MAX_ANSWER_TOKENS  # the output budget one answer may reach (a local server's context)
+    max_context_tokens: int | None = None  # the server's context length, prompt and answer (None: as it says)
 
 
 @dataclass
@@ -78,6 +81,7 @@ class RunContext:
     fresh: bool = False  # the run's branch starts from the workspace's initial commit, not earlier outputs
     on_event: Callable[[str], None] = lambda line: None  # progress lines for the terminal
     journal: Any = None  # orchestrator.run.journal.Journal: paid answers and commits, for crash recovery
+    source_changed: tuple[str, ...] = ()  # source-of-truth files changed since the run last ran (resume accepted it)
 
     @property
     def generated(self) -> Path:

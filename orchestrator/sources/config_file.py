@@ -1,9 +1,14 @@
-"""A researcher's grpo_config.py: load its GRPOConfig, read its fields, rewrite its values.
+"""A researcher's grpo_config.py: read its GRPOConfig, its fields, rewrite its values.
 
 The brief lets a run change the config's values, never its field names, so the generated copy of
 `grpo_config.py` is one of the two ways values reach train.py (the other is the command line, when
 the template parses it). `set_values` rewrites default values in place, as text, keeping everything
 else of the researcher's file (comments, help texts, validation) byte for byte.
+
+The file is code (the generated copy is generated code), so it never runs in the orchestrator's process:
+`read_config` imports it in a fresh interpreter (`python -m orchestrator.sources.config_file`), which
+answers with its fields' defaults and kinds, and runs the config's own validation there on request
+(`ConfigFile(**values)`, `accepted_values`).
 """
 
 from __future__ import annotations
@@ -11,53 +16,193 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib.util
+import json
+import math
+import os
 import re
+import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+CONFIG_CLASS = "GRPOConfig"  # the brief's config class
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the orchestrator package
+READ_TIMEOUT_S = 120.0
+_ANSWER = "@@config-file-answer@@ "  # the child's answer line, apart from whatever the config prints
 
 
-CONFIG_CLASS = "GRPOConfig"  # the brief\'s config class
+@dataclass(frozen=True)
+class Opaque:
+    """A default no literal can spell (a Path, an enum member): its type and repr, never sent back as a value."""
 
-def load_config_class(path: Path) -> type:
-    """GRPOConfig from a grpo_config.py (run in this process: the brief's config is a dataclass module)."""
+    type_name: str
+    text: str
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """A grpo_config.py's GRPOConfig as a fresh interpreter read it: each field's default (None for a field
+    without one) and kind, in declaration order. Called with values, it runs the config's own validation on
+    them (over its defaults) in a fresh interpreter and raises ValueError with the config's error."""
+
+    path: Path
+    defaults: dict[str, Any]
+    kinds: dict[str, str]
+
+    def __call__(self, **values: Any) -> None:
+        error = _ask(self.path, {"op": "validate", "values": _encode(_sendable(values))})["error"]
+        if error:
+            raise ValueError(error)
+
+
+def read_config(path: Path) -> ConfigFile:
+    """GRPOConfig of `path`, read in a fresh interpreter; ValueError (one line) when it does not load."""
+    answer = _ask(path, {"op": "read"})
+    if answer.get("error"):
+        raise ValueError(f"{path.name}: {answer['error']}")
+    return ConfigFile(path, _decode(answer["defaults"]), answer["kinds"])
+
+
+def accepted_values(config: ConfigFile, values: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The values the config's own validation accepts on top of its defaults, and the names it refused.
+
+    Each value is tried in turn with those already accepted; when the defaults alone do not construct
+    (a field without a default), nothing can be judged and every value is accepted."""
+    answer = _ask(config.path, {"op": "accept", "values": _encode(_sendable(values))})
+    if answer.get("error"):
+        return dict(values), []
+    refused = answer["refused"]
+    return {k: v for k, v in values.items() if k not in refused}, refused
+
+
+def _sendable(values: dict[str, Any]) -> dict[str, Any]:
+    """Values without the defaults read as Opaque: the config keeps its own there."""
+    return {k: v for k, v in values.items() if not isinstance(v, Opaque)}
+
+
+def _ask(path: Path, request: dict) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(PACKAGE_ROOT), os.environ.get("PYTHONPATH"))
+                                                       if p), "PYTHONHASHSEED": "0"}
+    try:
+        done = subprocess.run([sys.executable, "-m", "orchestrator.sources.config_file", str(Path(path).resolve()),
+                               json.dumps(request)], capture_output=True, text=True, timeout=READ_TIMEOUT_S, env=env,
+                              cwd=Path(path).resolve().parent, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return {"error": f"importing it did not finish within {READ_TIMEOUT_S:.0f} s"}
+    line = next((l for l in reversed(done.stdout.splitlines()) if l.startswith(_ANSWER)), None)
+    if line is None:
+        last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        return {"error": f"reading it failed: {last[:300]}"}
+    return json.loads(line[len(_ANSWER):])
+
+
+def _encode(value: Any) -> Any:
+    """Plain data as JSON, tuples and sets marked so they come back as they were; anything else Opaque."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"__float__": repr(value)}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [_encode(v) for v in (sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value)]
+        return items if isinstance(value, list) else {f"__{type(value).__name__}__": items}
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {"__dict__": {k: _encode(v) for k, v in value.items()}}
+    if isinstance(value, Opaque):
+        return {"__opaque__": [value.type_name, value.text]}
+    return {"__opaque__": [type(value).__name__, repr(value)]}
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    (kind, inner), = value.items()
+    if kind == "__float__":
+        return float(inner)
+    if kind == "__dict__":
+        return {k: _decode(v) for k, v in inner.items()}
+    if kind == "__opaque__":
+        return Opaque(*inner)
+    return {"__tuple__": tuple, "__set__": set, "__frozenset__": frozenset}[kind](_decode(v) for v in inner)
+
+
+# ---------------------------------------------------------------- in the child interpreter
+
+def _load_config_class(path: Path) -> type:
+    """GRPOConfig from a grpo_config.py, imported in this (child) interpreter."""
     name = f"_grpo_config_{abs(hash(str(path)))}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses resolve string annotations through sys.modules
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[name]
+    spec.loader.exec_module(module)
     config_cls = getattr(module, CONFIG_CLASS, None)
     if not dataclasses.is_dataclass(config_cls):
-        raise ValueError(f"{path} defines no dataclass {CONFIG_CLASS}")
+        raise ValueError(f"it defines no dataclass {CONFIG_CLASS}")
     return config_cls
 
 
-def field_defaults(config_cls: type) -> dict[str, Any]:
+def _answer(path: Path, request: dict) -> dict:
+    try:
+        config_cls = _load_config_class(path)
+    except Exception as exc:  # the researcher's or the generated code: its error is the answer
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    if request["op"] == "read":
+        return {"defaults": _encode(_defaults_of(config_cls)), "kinds": _kinds_of(config_cls)}
+    values = _decode(request["values"])
+    if request["op"] == "validate":
+        try:
+            config_cls(**{**_defaults_of(config_cls), **values})
+        except Exception as exc:
+            return {"error": f"{type(exc).__name__}: {exc}"}
+        return {"error": ""}
+    return _accepted(config_cls, values)
+
+
+def _accepted(config_cls: type, values: dict[str, Any]) -> dict:
+    defaults = _defaults_of(config_cls)
+    try:
+        config_cls(**defaults)
+    except Exception as exc:  # the researcher's validation may raise anything; then there is no baseline to judge by
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    accepted: dict[str, Any] = {}
+    refused: list[str] = []
+    for name, value in values.items():
+        try:
+            config_cls(**{**defaults, **accepted, name: value})
+        except Exception:
+            refused.append(name)
+        else:
+            accepted[name] = value
+    return {"refused": refused}
+
+
+def _defaults_of(config_cls: type) -> dict[str, Any]:
     """Each field's default value (None for a field without one), in declaration order."""
-    return {f.name: field_defaults_one(f) for f in dataclasses.fields(config_cls)}
+    return {f.name: _default_of(f) for f in dataclasses.fields(config_cls)}
 
 
-def field_kinds(config_cls: type) -> dict[str, str]:
+def _kinds_of(config_cls: type) -> dict[str, str]:
     """Each field's kind (bool, int, float, str or other): its default's, or read from its annotation when it
     has none (a required field, or `Optional[int] = None`)."""
     kinds = {}
     for f in dataclasses.fields(config_cls):
-        default = field_defaults_one(f)
-        kinds[f.name] = value_kind(default) if default is not None else annotation_kind(f.type)
+        default = _default_of(f)
+        kinds[f.name] = value_kind(default) if default is not None else _annotation_kind(f.type)
     return kinds
 
 
-def annotation_kind(annotation: Any) -> str:
+def _annotation_kind(annotation: Any) -> str:
     text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
     names = [n for n in re.findall(r"[A-Za-z_]+", text) if n not in ("Optional", "None", "typing", "Union")]
     return names[0] if len(names) == 1 and names[0] in ("bool", "int", "float", "str") else "other"
 
 
-def field_defaults_one(f: dataclasses.Field) -> Any:
+def _default_of(f: dataclasses.Field) -> Any:
     if f.default is not dataclasses.MISSING:
         return f.default
     if f.default_factory is not dataclasses.MISSING:
@@ -153,24 +298,12 @@ def _char_offset(line: str, byte_offset: int) -> int:
     return len(line.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore"))
 
 
-def accepted_values(config_cls: type, values: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The values the config's own validation accepts on top of its defaults, and the names it refused.
+def main() -> None:
+    answer = _answer(Path(sys.argv[1]), json.loads(sys.argv[2]))
+    sys.stdout.write("\n" + _ANSWER + json.dumps(answer) + "\n")
+    sys.stdout.flush()
+    os._exit(0)  # whatever the config left running
 
-    Each value is tried in turn with those already accepted; when the defaults alone do not construct
-    (a field without a default), nothing can be judged and every value is accepted.
-    """
-    defaults = field_defaults(config_cls)
-    try:
-        config_cls(**defaults)
-    except Exception:  # the researcher's validation may raise anything; then there is no baseline to judge by
-        return dict(values), []
-    accepted: dict[str, Any] = {}
-    refused: list[str] = []
-    for name, value in values.items():
-        try:
-            config_cls(**{**defaults, **accepted, name: value})
-        except Exception:
-            refused.append(name)
-        else:
-            accepted[name] = value
-    return accepted, refused
+
+if __name__ == "__main__":
+    main()

@@ -20,6 +20,7 @@ import argparse
 import ast
 import contextlib
 import copy
+import errno
 import fcntl
 import hashlib
 import json
@@ -42,6 +43,7 @@ RECIPE_VERSION = 5  # 5: the game played and copied as the probe learns it; opti
 MODELS_ENV = "ORCHESTRATOR_MODELS_DIR"  # a shared cache for many project roots (tests)
 MARKER_FILE = "tiny_agent.json"
 BUILD_TIMEOUT_S = 1200.0
+AGENT_BYTES = 4 << 20  # room a build needs: the agent takes about 0.6 MiB, its staging copy as much again
 WORDS = re.compile(r"""["']([A-Za-z_][\w-]{0,20})["']|\b([A-Z]{1,8})\b""")
 REFUSALS = (ValueError, TypeError, KeyError)
 TAIL_TOKENS = 128
@@ -98,11 +100,34 @@ def _build_lock(out: Path) -> Iterator[None]:
         yield
 
 
+def _room_for(folder: Path) -> None:
+    """OSError (ENOSPC) before a build that the disk holding `folder` has no room for, not after its minute of
+    training: a full disk is the machine's to fix, never a reason to play with another model."""
+    folder.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(folder).free
+    if free < AGENT_BYTES:
+        raise OSError(errno.ENOSPC, f"No space left on device for the tiny agent ({free >> 10} KiB free, it takes "
+                                    f"about {AGENT_BYTES >> 20} MiB)", str(folder))
+
+
+def _machine_fault(output: str) -> OSError | None:
+    """The builder's failure as the OSError it was, when it was the disk's (full, over quota, read-only)."""
+    said = re.compile(r"No space left on device|Disk quota exceeded|Read-only file system|\[Errno (28|30|122)\]")
+    line = next((line for line in reversed(output.splitlines()) if said.search(line)), "")
+    if not line:
+        return None
+    code = (errno.EROFS if "Read-only" in line or "Errno 30" in line
+            else errno.EDQUOT if "quota" in line or "Errno 122" in line else errno.ENOSPC)
+    return OSError(code, f"building the tiny agent failed: {line.strip()}")
+
+
 def local_tiny_agent(project_root: Path, generated: Path, *, timeout_s: float = BUILD_TIMEOUT_S) -> str:
-    """The tiny agent for `generated`'s game and helpers, built (in a subprocess) on first use."""
+    """The tiny agent for `generated`'s game and helpers, built (in a subprocess) on first use. A disk that cannot
+    hold it raises OSError: the run stops `environment` instead of going on with another model."""
     out = models_dir(project_root) / f"tiny-agent-{agent_key(generated)}"
     if (out / MARKER_FILE).is_file():
         return str(out)
+    _room_for(out.parent)
     with _build_lock(out):
         if (out / MARKER_FILE).is_file():  # built by the holder we waited for
             return str(out)
@@ -119,6 +144,9 @@ def local_tiny_agent(project_root: Path, generated: Path, *, timeout_s: float = 
             raise TinyAgentError(f"building the tiny agent took over {timeout_s:.0f} s") from exc
         if done.returncode != 0:
             shutil.rmtree(staging, ignore_errors=True)
+            fault = _machine_fault(done.stderr or done.stdout)
+            if fault is not None:
+                raise fault
             raise TinyAgentError(f"building the tiny agent failed (exit {done.returncode}): "
                                  f"{(done.stderr or done.stdout)[-1500:]}")
         shutil.rmtree(out, ignore_errors=True)  # a folder without its marker is no finished agent
@@ -127,8 +155,9 @@ def local_tiny_agent(project_root: Path, generated: Path, *, timeout_s: float = 
 
 
 def playing_model(project_root: Path, generated: Path) -> tuple[str, bool, str]:
-    """(model folder, plays, note): the tiny agent; the random tiny model, with the reason, when the agent
-    cannot be built (the runtime check still runs; only its check that actions parse is off)."""
+    """(model folder, plays, note): the tiny agent; the random tiny model, with the reason, when the generated code
+    cannot train it (the runtime check still runs; only its check that actions parse is off). A disk that cannot
+    hold it raises OSError (`local_tiny_agent`)."""
     from orchestrator.tiny.model import local_tiny_model
 
     try:

@@ -46,6 +46,6 @@ def link_restart_point(earlier: Path, later: Path, before_update: int | None) ->
     update, folder = found[-1]
     link = Path(later) / folder.relative_to(earlier)
     link.parent.mkdir(parents=True, exist_ok=True)
-    if not link.exists():
-        os.symlink(folder.resolve(), link, target_is_directory=True)
+    if not link.exists():  # relative, so that a copy of the project links into itself
+        os.symlink(os.path.relpath(folder.resolve(), link.parent.resolve()), link, target_is_directory=True)
     return update, link

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.sources.config_file import default_sources, field_defaults
+from orchestrator.sources.config_file import ConfigFile, default_sources
 from orchestrator.llm.json_answer import json_object
 from orchestrator.training.machine import ProbeResult
 from orchestrator.sources.roles import ConfigRoles
@@ -52,20 +52,16 @@ def given_values(spec: FormalSpec, config_text: str, roles: ConfigRoles) -> dict
     return {name: value for name, value in spec.plan.items() if name not in changed or name in kept}
 
 
-def config_values(config_cls: type) -> dict[str, Any]:
-    return field_defaults(config_cls)
-
-
 def parse_proposal(text: str) -> dict[str, Any]:
     return json_object(text, "field -> value")
 
 
-def vet(proposal: dict[str, Any], config_cls: type, roles: ConfigRoles, model: str,
+def vet(proposal: dict[str, Any], config: ConfigFile, roles: ConfigRoles, model: str,
         machine: ProbeResult, use_slurm: bool = False) -> dict[str, Any]:
     """The proposal merged with the defaults, or ValueError with the problems and the arithmetic (against the
     SLURM nodes' memory when the run goes through SLURM)."""
-    base = config_values(config_cls)
-    problems = check_proposal(proposal, base, set(base), config_cls=config_cls)
+    base = config.defaults
+    problems = check_proposal(proposal, base, set(base), config_cls=config)
     if problems:
         raise ValueError("refused: " + "; ".join(problems))
     merged = {**base, **proposal, **roles.to_fields({"model": model})}

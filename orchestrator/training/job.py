@@ -39,7 +39,9 @@ orchestrator was killed and the run resumes, ``run`` finds the record and does n
 job: it watches the live one again (adoption), or takes the outcome of the one that ended meanwhile.
 A record whose job died unwatched (no exit code) is moved aside with that job's logs, so a folder
 never holds two runs' logs. The paths a record holds are relative to the project root (``./REL``), as
-run.json's are: the record lies in that project's ``runs/RUN/jobs/``.
+run.json's are: the record lies in that project's ``runs/RUN/jobs/``. Only a process started for this run folder
+(its environment names it: orchestrator.base.runlock) is adopted, so a copy of a project whose job still runs in
+the original starts its own job, never watching or stopping the original's.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ from orchestrator.base.execution import (KILL_WAIT_S, launcher_failures, run_com
                                     strip_progress_bars)
 from orchestrator.base.execution import group_gone as _group_gone
 from orchestrator.base.halt import halt_point
+from orchestrator.base.runlock import works_for
 from orchestrator.base.files import write_atomic
 from orchestrator.training.logformat import LogFormat, LogRecord, LogTail
 from orchestrator.training.monitor import Anomaly, MonitorConfig, Progress, detect_all, detect_stderr, progress
@@ -278,7 +281,8 @@ class _WatchedJob(ABC):
     def _save_record(self, **fields) -> None:
         if self.record is not None:
             root = project_root_of(self.record.parent.parent)
-            fields = {k: to_disk(v, root) if k in _RECORD_PATHS and isinstance(v, str) else v
+            fields = {k: to_disk(v, root) if k in _RECORD_PATHS and isinstance(v, str)
+                      else [to_disk(str(a), root) for a in v] if k == "command" and isinstance(v, list) else v
                       for k, v in fields.items()}
             self._recorded = {**(self._recorded or {}), **fields}
             write_atomic(self.record, json.dumps(self._recorded, indent=1))
@@ -464,6 +468,8 @@ class TrainingJob(_WatchedJob):
     def _start(self) -> _Ending | None:
         self.stdout_path.parent.mkdir(parents=True, exist_ok=True)
         command, env = self.command, {**os.environ, **(self.env or {})}
+        if self.record is not None:  # the job works for its record's run, wherever it is started from
+            env[RUN_DIR_ENV] = str(self.record.parent.parent.resolve())
         if self.exit_path is not None:
             with contextlib.suppress(FileNotFoundError):
                 self.exit_path.unlink()
@@ -487,7 +493,7 @@ class TrainingJob(_WatchedJob):
             self._adopted_code = found.get("returncode")
             return "ended"
         pid = found.get("pgid")
-        if pid and found.get("start_ticks") is not None and _start_ticks(pid) == found["start_ticks"]:
+        if pid and self._ours(pid, found.get("start_ticks")):
             self._pgid, self._ticks, self._adopted_code = pid, found["start_ticks"], None
             self._recorded = dict(found)
             return "running"
@@ -499,6 +505,11 @@ class TrainingJob(_WatchedJob):
 
     def _outputs(self) -> tuple[Path, Path]:
         return self.stdout_path, self.stderr_path
+
+    def _ours(self, pid: int, ticks: int | None) -> bool:
+        """The recorded process still runs and was started for this record's run (not a copy's original)."""
+        return (ticks is not None and _start_ticks(pid) == ticks
+                and (self.record is None or works_for(pid, self.record.parent.parent)))
 
     def _alive(self) -> bool:
         if self._proc is not None:
@@ -645,13 +656,20 @@ class SlurmJob(_WatchedJob):
                 "cwd": str(self.cwd)}
 
     def _adopt(self, found: dict) -> str | None:
-        if not found.get("slurm_job_id"):
+        if not found.get("slurm_job_id") or not self._works_here(found["slurm_job_id"]):
             return None
         self.slurm_job_id, self._recorded = found["slurm_job_id"], dict(found)
         if found.get("status") in _ENDED:
             return "ended"
         self._active = True  # squeue/sacct say where it stands at the first poll
         return "running"
+
+    def _works_here(self, job_id: str) -> bool:
+        """Whether the recorded job runs in this job's folder, as far as the cluster still knows it: a copy of a
+        project never watches (nor cancels) the job of the original, which runs in the original's folder."""
+        code, out, _ = self._run(["scontrol", "show", "job", "-o", str(job_id)])
+        found = re.search(r"\bWorkDir=(\S+)", out) if code == 0 else None
+        return found is None or Path(found.group(1)).resolve() == self.cwd.resolve()
 
     def _refused(self, message: str, returncode: int | None) -> _Ending:
         return _Ending("failed", returncode, "failed", (Anomaly("sbatch_refused", True, None, message, message),))
@@ -802,6 +820,7 @@ def live_jobs(jobs_dir: Path) -> dict[str, int]:
         except (OSError, ValueError):
             continue
         pgid = found.get("pgid")
-        if pgid and found.get("status") == "running" and _start_ticks(pgid) == found.get("start_ticks"):
+        if (pgid and found.get("status") == "running" and _start_ticks(pgid) == found.get("start_ticks")
+                and works_for(pgid, Path(jobs_dir).parent)):
             live[path.stem] = pgid
     return live

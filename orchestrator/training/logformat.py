@@ -97,7 +97,7 @@ METRIC_ALIASES: dict[str, tuple[str, ...]] = {
 }
 _ALIAS = {re.sub(r"[^a-z0-9]", "", alias.lower()): name for name, aliases in METRIC_ALIASES.items() for alias in aliases}
 # keys that say where a line stands, not what the update measured (a line of only these is no evaluation)
-_INDEX = frozenset({"update", "updates", "episode", "epoch", "step_time", "time", "timestamp"})
+INDEX_KEYS = frozenset({"update", "updates", "episode", "epoch", "step_time", "time", "timestamp"})
 
 # the names a learned format's `keys` may use -> the vocabulary above
 ANSWER_KEYS = {"update": "update", "total_updates": "updates", "episode": "episode", "loss": "loss",
@@ -354,7 +354,7 @@ def _said(words: Iterable[str]) -> str | None:
 def _run_summary(keys: Iterable[str]) -> bool:
     """A trainer's closing summary: two or more totals of the whole run (runtime, throughput), or metrics
     that are all the run's final or best ones."""
-    metrics = [key for key in keys if canonical_metric(key) not in _INDEX]
+    metrics = [key for key in keys if canonical_metric(key) not in INDEX_KEYS]
     return (sum(1 for key in metrics if _RUN_TOTAL.search(key)) >= 2
             or bool(metrics) and all(_RUN_RESULT.match(key) for key in metrics))
 
@@ -371,7 +371,7 @@ def _carried_evaluation(record: LogRecord) -> tuple[LogRecord, dict[str, float |
     carried = {key: value for key, value in record.values.items() if _CARRIED_EVAL.match(key)}
     if not any(_finite(value) for value in carried.values()):
         return record, {}
-    where = {key: value for key, value in record.values.items() if key in _INDEX and key != "updates"}
+    where = {key: value for key, value in record.values.items() if key in INDEX_KEYS and key != "updates"}
     update = replace(record, values={k: v for k, v in record.values.items() if k not in carried})
     return update, {**where, **{_eval_name(key): value for key, value in carried.items()}}
 
@@ -385,7 +385,7 @@ def _same(a: float | str, b: float | str) -> bool:
 
 
 def _evaluation_by_keys(keys: Iterable[str]) -> bool:
-    metrics = [k for k in keys if canonical_metric(k) not in _INDEX]
+    metrics = [k for k in keys if canonical_metric(k) not in INDEX_KEYS]
     return bool(metrics) and all(_EVAL_PREFIX.match(k) for k in metrics)
 
 
@@ -473,7 +473,7 @@ class LineReader:
             self._latest = update
             self._shown[update.values["update"]] = update.values
         if carried:
-            metrics = {k: v for k, v in carried.items() if k not in _INDEX}
+            metrics = {k: v for k, v in carried.items() if k not in INDEX_KEYS}
             if metrics != self._carried:  # a bar keeps showing the last evaluation until the next one
                 records.append(replace(update, kind="eval", values=carried))
                 self._carried = metrics
@@ -551,7 +551,7 @@ class LineReader:
             kind = "eval"
         if kind is None:
             kind = "eval" if _evaluation_by_keys(pairs) else "done" if _run_summary(pairs) else "train"
-        if kind == "train" and values.keys() <= _INDEX:  # "Running training, updates = 3" measured nothing
+        if kind == "train" and values.keys() <= INDEX_KEYS:  # "Running training, updates = 3" measured nothing
             return None
         position = self._position(body, kind) if kind in ("train", "eval") else None
         if position is not None:
@@ -562,7 +562,7 @@ class LineReader:
         if kind == "start" and "update" in values and "updates" not in values:
             values["updates"] = values.pop("update")
         if kind == "eval":
-            for key in [k for k in values if not k.startswith("eval") and k not in _INDEX]:
+            for key in [k for k in values if not k.startswith("eval") and k not in INDEX_KEYS]:
                 values.setdefault(_eval_name(key), values[key])
         return LogRecord(kind=kind, time=moment, values=values, line_no=line_no, raw=raw.rstrip())
 

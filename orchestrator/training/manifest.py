@@ -1,21 +1,26 @@
 """The reproducibility manifest of a run: what ran, on what, with which inputs.
 
-``write_manifest`` records package versions, Python and platform, CUDA, driver and GPU names (from
-the probe), seeds, the training config, the sha256 of every source-of-truth file, the model id,
+``write_manifest`` records package versions (the training stack's, and every package the game imports:
+``game_packages``, read from env_move.py's imports and the packages those require), Python and platform,
+CUDA, driver and GPU names (from the probe), seeds, the training config, the sha256 of every source-of-truth file, the model id,
 the LLM request ids and the workspace's git commit, as one JSON file; for a SLURM run also the sbatch
 options used, each with where it came from, and (``record_jobs``) every job of the run's chain.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.metadata
 import json
+import re
 import platform
 import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from orchestrator.base.files import project_root_of, same_place
 
 PACKAGES = ("torch", "transformers", "accelerate", "anthropic", "langgraph", "gitpython", "tenacity")
 
@@ -29,6 +34,58 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
         except importlib.metadata.PackageNotFoundError:
             versions[name] = None
     return versions
+
+
+def imported_modules(source: str) -> list[str]:
+    """The top-level names of the modules a Python file imports (anywhere in it), outside the standard library;
+    relative imports aside."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module.split(".")[0])
+    return [n for n in dict.fromkeys(names) if n not in sys.stdlib_module_names and n != "__future__"]
+
+
+def game_packages(env_move: Path) -> dict[str, str | None]:
+    """Every installed distribution the game imports (`import pyspiel` is open_spiel), with the distributions
+    those require, by name and version; a module no distribution provides (a file beside the game) is left out."""
+    try:
+        source = env_move.read_text()
+    except OSError:
+        return {}
+    providers = importlib.metadata.packages_distributions()
+    found: dict[str, str | None] = {}
+    for module in imported_modules(source):
+        for dist in providers.get(module, []):
+            found.update(_with_requirements(dist))
+    return dict(sorted(found.items()))
+
+
+def _with_requirements(dist: str) -> dict[str, str | None]:
+    """`dist` and the distributions it requires (no extras, installed ones), with their versions."""
+    try:
+        found = {normalised(dist): importlib.metadata.version(dist)}
+        requires = importlib.metadata.requires(dist) or []
+    except importlib.metadata.PackageNotFoundError:
+        return {}
+    for requirement in requires:
+        if "extra ==" in requirement:
+            continue
+        name = re.match(r"[A-Za-z0-9._-]+", requirement)
+        if name:
+            found.update({normalised(name.group(0)): v for v in [package_versions((name.group(0),))[name.group(0)]] if v})
+    return found
+
+
+def normalised(name: str) -> str:
+    """A distribution's name as the registry compares it (PEP 503): `open_spiel` and `Open-Spiel` are `open-spiel`."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def sha256_of(path: Path) -> str:
@@ -65,6 +122,7 @@ def write_manifest(path: Path, *, run_id: str, config: dict, model_id: str, prob
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": package_versions(),
+        "game_packages": game_packages(Path(source_of_truth) / "env_move.py") if Path(source_of_truth).is_dir() else {},
         **_hardware(probe),
         "seeds": seeds,
         "model_id": model_id,
@@ -102,9 +160,12 @@ def saved_job_config(folder: Path, fields: set[str]) -> tuple[Path, dict] | None
 
 
 def record_job_config(path: Path, planned: dict, saved: Path, ran: dict) -> dict:
-    """Add what the job really ran with to the manifest at `path`; return the fields where it differs
-    from the plan ({field: [planned, ran]})."""
-    differs = {k: [planned[k], ran[k]] for k in planned if k in ran and ran[k] != planned[k]}
+    """Add what the job really ran with to the manifest at `path` (runs/RUN/formal-N/manifest.json); return the
+    fields where it differs from the plan ({field: [planned, ran]}). A folder of the plan that the job wrote down
+    under another project root (the project was copied or moved after it ran) is the same folder."""
+    root = project_root_of(Path(path).parent.parent)
+    differs = {k: [planned[k], ran[k]] for k in planned
+               if k in ran and ran[k] != planned[k] and not same_place(planned[k], ran[k], root)}
     manifest = json.loads(Path(path).read_text())
     manifest.update(job_config=ran, job_config_file=str(saved), job_config_differs=differs)
     Path(path).write_text(json.dumps(manifest, indent=2) + "\n")

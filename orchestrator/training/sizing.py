@@ -54,7 +54,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.sources.config_file import value_kind
+from orchestrator.sources.config_file import Opaque, value_kind
 
 from orchestrator.training.machine import GPU, ProbeResult, SlurmCluster, _memory_total_gib
 from orchestrator.training.slurm_site import clock, slurm_seconds
@@ -264,6 +264,8 @@ def _type_problem(value: Any, base: Any) -> str | None:
     """The expected type name when ``value`` cannot replace ``base``, else None."""
     if base is None:
         return None
+    if isinstance(base, Opaque):  # a default no literal spells (a Path): a proposal cannot give one
+        return base.type_name
     expected = type(base)
     # bool is a subclass of int: True must not pass as a batch size, nor 1 as a flag
     if isinstance(value, bool) != isinstance(base, bool):

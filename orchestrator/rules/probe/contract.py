@@ -25,6 +25,8 @@ The rules, each the running side of a line of the brief (game.py, effects.py and
 - config-written-at-run-time ("Set configs via grpo_config.py or cmd parameters"): the CUSTOMIZE code the
   probe runs with a config leaves every field of it as it was.
 - observation-to-text: `observation_to_text(game, 0)` returns text with at least one coordinate pair.
+- source-file-written (protect.py): nothing the generated code runs, its imports included, writes a file of the
+  source of truth; the write is refused.
 """
 
 from __future__ import annotations
@@ -41,14 +43,19 @@ import types
 from typing import Any
 
 from orchestrator.rules.exposed import OBSERVATION_HELPER, action_helpers
-from orchestrator.rules.probe.effects import (QUOTED, Board, callees, check_dispatch, check_episode, check_helpers,
-                                              check_observation, check_prompts, check_stages)
+from orchestrator.rules.probe.effects import (QUOTED, Board, callees, check_dispatch, check_helpers, check_observation,
+                                              check_prompts, check_stages, find_dispatch)
+from orchestrator.rules.probe.episodes import (check_environment, check_episodes, check_history, kept_state,
+                                               module_data)
+from orchestrator.rules.probe.hooks import RewardCheck, check_observation_hook, find_shaper, reward_inputs
+from orchestrator.rules.probe.logs import check_logging
 from orchestrator.rules.probe.game import (check_game, choose, default_recipe, dependencies, dependency_changes,
                                            env_base, find_factory, game_instance, import_apart, learn_play,
-                                           reference_positions, start_recipe, training_game)
+                                           reference_positions, start_recipe)
 from orchestrator.rules.probe.generic import TEMPLATE_MODULE, Reference
-from orchestrator.rules.probe.values import (call, canonical, coordinate_pairs, differences, digest, show_path,
-                                             violation)
+from orchestrator.rules.probe.protect import protect
+from orchestrator.rules.probe.values import (Reading, call, canonical, coordinate_pairs, differences, digest,
+                                             show_path, violation)
 
 PROTECTED = ("env_move", "grpo_config")
 GENERATED = ("helpers", "prompt_template", "train")
@@ -157,6 +164,7 @@ def check_config(config_cls: Any) -> list[dict]:
 def probe(folder: str, plan: dict[str, Any]) -> dict:
     sys.path.insert(0, folder)
     os.chdir(folder)
+    guard = protect(folder)  # refused from the first import on: the folder is the workspace's own
     notes: list[str] = []
     modules, problems = protected_modules(folder)
     before = {name: snapshot(module) for name, module in modules.items()}
@@ -178,15 +186,18 @@ def probe(folder: str, plan: dict[str, Any]) -> dict:
     loaded = import_generated()
     if "import_failed" in loaded:
         return loaded
+    generic = set(plan.get("generic_names", []))
+    counted = {n: canonical(v) for n, v in vars(loaded["train"]).items() if n not in generic and not n.startswith("__")
+               and isinstance(v, (int, float)) and not isinstance(v, bool)}
     if plan.get("import_only"):
-        return {"violations": problems, "note": "imported only"}
+        return {"violations": problems + guard.violations("while it was imported"), "note": "imported only"}
     known: set[tuple[str, str]] = set()
     problems += patched(before, modules, "importing the generated modules", known)
     config_cls = getattr(modules["grpo_config"], CONFIG_CLASS, None)
     problems += check_config(config_cls)
     config = config_instance(config_cls) if dataclasses.is_dataclass(config_cls) else None
     config_before = canonical(config)
-    problems += behaviour(modules, loaded, reference_env, config, plan, notes)
+    problems += behaviour(modules, loaded, reference_env, config, plan, notes, counted)
     if config is not None and canonical(config) != config_before:
         changed = ", ".join(show_path(p) for p in differences(config_before, canonical(config))[:5])
         problems.append(violation("config-written-at-run-time", "train.py",
@@ -205,13 +216,17 @@ def probe(folder: str, plan: dict[str, Any]) -> dict:
         problems.append(violation("protected-module-patched", "env_move.py",
                                   f"the generated code replaced {', '.join(replaced[:5])}, which env_move relies on; "
                                   f"changing what the game runs on changes the game: leave those modules as they are"))
-    return {"violations": problems, "note": "; ".join(notes)}
+    notes += Reading.notes()
+    return {"violations": problems + guard.violations("while it was imported and probed"), "note": "; ".join(notes),
+            "notes": notes}
 
 
 def behaviour(modules: dict[str, types.ModuleType], loaded: dict[str, types.ModuleType],
               reference_env: types.ModuleType | None, config: Any, plan: dict[str, Any],
-              notes: list[str]) -> list[dict]:
-    """The game, helpers, observation, prompts and dispatch, on real game states."""
+              notes: list[str], counted: dict[str, Any]) -> list[dict]:
+    """The game, helpers, observation, reward, prompts and dispatch, on real game states; then over whole
+    episodes of the training's factory, and with train.py's own counters far ahead (`counted`: its module-level
+    numbers as importing it made them)."""
     env_move, helpers = modules["env_move"], loaded["helpers"]
     prompts, train = loaded["prompt_template"], loaded["train"]
     customize = plan.get("customize_callables", [])
@@ -237,6 +252,9 @@ def behaviour(modules: dict[str, types.ModuleType], loaded: dict[str, types.Modu
         return []
     notes += choose(play)
     problems = check_game(factory, play, env_move) if factory else []
+    if config is not None:
+        problems += check_environment(
+            lambda: find_factory(train, customize, config, CONFIG_CLASS, env_move), factory, play)
     notes += play.notes
     notes.append(f"game: {factory.name + '() -> ' if factory else ''}{start.cls.__name__}, actions set with "
                  f"{play.setter}, played with {play.stepper}(), {len(play.agents)} agents, {len(play.actions)} "
@@ -262,24 +280,37 @@ def behaviour(modules: dict[str, types.ModuleType], loaded: dict[str, types.Modu
                                   f"natural language with coordinates, e.g. 'You are at (2,3)'"))
         observations = {a: str(o) for a, o in observations.items()}
     table = action_helpers(helpers)
+    candidates = callees(train, customize)
+    inputs = reward_inputs(board)
+    reward = RewardCheck(find_shaper(candidates, inputs), inputs)
+    reward.start()  # before the prompts, the helpers and the dispatch run: what it returns first is the yardstick
     prompt_problems, rendered = check_prompts(prompts, observations[play.agents[0]], set(table))
     problems += prompt_problems
-    candidates = callees(train, customize)
     stage_problems, stage2 = check_stages(candidates, prompts, observations, table)
     problems += stage_problems + check_observation(candidates, board, observe, list(observations))
+    problems += check_observation_hook(candidates, board, observe, list(observations))
     words = [a for a in play.actions if isinstance(a, str)]
     words += QUOTED.findall(rendered + "\n" + (inspect.getsource(helpers) or ""))
     helper_problems, working, flagged = check_helpers(table, board, list(dict.fromkeys(words)), observe)
     problems += helper_problems
+    # every function of helpers.py and prompt_template.py has run once: what they set up on a first call (a lazily
+    # built table) is theirs; what changes from here on is state kept between calls
+    generated = {name: loaded[name] for name in ("helpers", "prompt_template")}
+    kept = {name: module_data(module) for name, module in generated.items()}
     sound = {name: success for name, success in working.items() if name not in flagged}
-    episode_game = training_game(factory, play) if sound else None
-    if episode_game is not None:
-        problems += check_episode(table, board, sound, episode_game, observe)
+    if sound:
+        problems += check_episodes(table, board, sound, factory, play, observe)
+    check_stages(candidates, prompts, observations, table)  # the prompts rendered once more
+    dispatch = None
     if working:
         others = [OBSERVATION_HELPER] + [n for n, f in vars(helpers).items() if n.startswith("_") and not
                                          n.startswith("__") and isinstance(f, types.FunctionType)][:1]
         problems += check_dispatch(candidates, table, board, working, stage2, others)
-    return problems
+        dispatch = find_dispatch(candidates, table, board, working)
+    problems += kept_state(kept, generated)
+    problems += check_history(train, list(counted), counted, factory, play, dispatch, table, board, sound)
+    problems += check_logging(train, plan.get("customize_classes", []), candidates, config)
+    return problems + reward.finish()
 
 
 def main() -> None:

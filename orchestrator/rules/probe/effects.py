@@ -31,8 +31,9 @@ Each rule is the running side of a line of the brief:
   call the right helper function"): the CUSTOMIZE function that, given (game, call), runs a helper is the
   dispatch; a call naming an offered helper runs that helper and no other, and does what calling it
   directly does (for that agent, with its result); a call naming a low-level action, observation_to_text,
-  a private function or an unknown name, and a call whose args are no object or name a parameter the
-  helper lacks, raise (the template's penalty path) instead of returning, with or without another helper.
+  a private function or an unknown name, and a call whose args are no object, name a parameter the
+  helper lacks or hold values the helper itself refuses (bad values as well as bad names), raise (the
+  template's penalty path) instead of returning, with or without another helper.
 - prompt-builder-output, unknown-action: the prompt builders return chat messages and offer only
   helpers.
 """
@@ -45,7 +46,7 @@ import inspect
 import re
 import sys
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from orchestrator.rules.exposed import OBSERVATION_HELPER, helper_function
@@ -180,6 +181,7 @@ class Success:
     agent: int
     args: dict[str, Any]
     result: Any
+    refused: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)  # (turn, agent, args) it refused
 
 
 @dataclass
@@ -251,6 +253,7 @@ def check_helpers(table: dict[str, types.FunctionType], board: Board, words: lis
     for name, function in table.items():
         reported: set[str] = set()
         refused_by_game: list[str] = []
+        refusals: list[tuple[int, int, dict[str, Any]]] = []
         succeeded = False
         arguments = guessed_arguments(function, words)
 
@@ -270,6 +273,7 @@ def check_helpers(table: dict[str, types.FunctionType], board: Board, words: lis
                             f"state (turn {turn})"
                     if error is not None:
                         if isinstance(error, (ValueError, TypeError)):
+                            refusals.append((turn, agent, args))
                             if raised_in(error, setter_code):
                                 refused_by_game.append(f"{where}: {type(error).__name__}: {error}")
                             continue
@@ -284,6 +288,8 @@ def check_helpers(table: dict[str, types.FunctionType], board: Board, words: lis
                                                           f"its task completed")
                     judge_effect(report, where, before, state(game), board.footprint(index, agent), play, agent)
                     break
+        if name in working:
+            working[name].refused = refusals
         if not succeeded and refused_by_game and not any(r in reported for r in ("helper-raises",)):
             report("helper-invalid-action", f"{name} never completed: every call raised, and the game refused the "
                                             f"action it set, e.g. {refused_by_game[0]}; set one of the game's actions "
@@ -309,11 +315,12 @@ def helper_failure(where: str, error: BaseException) -> tuple[str, str]:
 
 
 def check_episode(table: dict[str, types.FunctionType], board: Board, working: dict[str, Success], game: Any,
-                  observe: Callable) -> list[dict]:
-    """The helpers over one whole short episode on one game object, the way the training plays: every turn,
-    each agent sees its observation and calls one helper (the helpers in turn, with arguments each accepted),
-    then the game steps. State a helper keeps between calls (a module-level cache of the game) and paths only
-    later turns reach (a slow path from turn 10 on) show here, which fresh copies of a few states never see."""
+                  observe: Callable, turns: int = EPISODE_TURNS, episode: int = 1) -> list[dict]:
+    """The helpers over one whole episode (until the game says it is over, at most `turns` turns) on one game
+    object, the way the training plays: every turn, each agent sees its observation and calls one helper (the
+    helpers in turn, with arguments each accepted), then the game steps. State a helper keeps between calls (a
+    module-level cache of the game) and paths only later turns reach (a slow path from turn 10 on) show here,
+    which fresh copies of a few states never see."""
     play, names = board.play, sorted(working)
     tracer = HelperTracer(table)
     problems: list[dict] = []
@@ -324,7 +331,7 @@ def check_episode(table: dict[str, types.FunctionType], board: Board, working: d
             reported.add(rule)
             problems.append(violation(rule, "helpers.py", message))
 
-    for turn in range(EPISODE_TURNS):
+    for turn in range(turns):
         for agent in play.agents:
             name = names[(turn + agent) % len(names)]
             args = working[name].args
@@ -332,7 +339,7 @@ def check_episode(table: dict[str, types.FunctionType], board: Board, working: d
             before = state(game)
             _, error = tracer.run(table[name], game, agent, **copy.deepcopy(args))
             where = f"{name}(game, {agent}{''.join(f', {k}={v!r}' for k, v in args.items())}) at turn {turn} of " \
-                    f"one episode played on the training's game"
+                    f"episode {episode} played on a game built by the training's factory"
             if error is not None and not isinstance(error, (ValueError, TypeError)):
                 report(*helper_failure(where, error))
                 names.remove(name)  # the rest of the episode goes on without it
@@ -541,6 +548,20 @@ def required_parameters(helper: Callable) -> list[inspect.Parameter]:
             if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
 
 
+def find_dispatch(candidates: list[Callee], table: dict[str, types.FunctionType], board: Board,
+                  working: dict[str, Success]) -> Callee | None:
+    """The CUSTOMIZE function of (game, call) that runs a helper when given a call naming it."""
+    tracer = HelperTracer(table)
+    index_of = {p.turn: i for i, p in enumerate(board.positions)}
+    for candidate in (c for c in candidates if c.arity == 2):
+        for name, success in list(working.items())[:2]:
+            tracer.run(candidate.function, board.copy(index_of[success.turn]),
+                       {"action": name, "agent_id": success.agent, "args": dict(success.args)})
+            if tracer.entered:
+                return candidate
+    return None
+
+
 def check_dispatch(candidates: list[Callee], table: dict[str, types.FunctionType], board: Board,
                    working: dict[str, Success], offered: str, others: list[str]) -> list[dict]:
     """The CUSTOMIZE function that runs a parsed call: each offered helper, named with an agent id and
@@ -550,16 +571,7 @@ def check_dispatch(candidates: list[Callee], table: dict[str, types.FunctionType
     tracer = HelperTracer(table)
     index_of = {p.turn: i for i, p in enumerate(board.positions)}
     offered_helpers = {n: s for n, s in working.items() if re.search(rf"\b{re.escape(n)}\b", offered)} or working
-    dispatch = None
-    for candidate in (c for c in candidates if c.arity == 2):
-        for name, success in list(offered_helpers.items())[:2]:
-            tracer.run(candidate.function, board.copy(index_of[success.turn]),
-                       {"action": name, "agent_id": success.agent, "args": dict(success.args)})
-            if tracer.entered:
-                dispatch = candidate
-                break
-        if dispatch:
-            break
+    dispatch = find_dispatch(candidates, table, board, offered_helpers)
     if dispatch is None:
         return []
     problems = []
@@ -602,19 +614,46 @@ def check_dispatch(candidates: list[Callee], table: dict[str, types.FunctionType
     return problems
 
 
+BAD_VALUES = {"int": (10 ** 9, -10 ** 9), "float": (1e12, float("nan")), "str": ("not_a_value_7f3a",)}
+
+
 def bad_arguments(dispatch: Callee, table: dict[str, types.FunctionType], board: Board, working: dict[str, Success],
                   index_of: dict[int, int], tracer: HelperTracer) -> list[dict]:
-    """dispatch-accepts-bad-arguments: a call to a real helper whose "args" is not an object, or names a
-    parameter the helper does not have, must raise (the penalty path), not run the helper some other way."""
+    """dispatch-accepts-bad-arguments: a call to a real helper whose "args" is not an object, names a parameter the
+    helper does not have, or holds values the helper itself refuses (a ValueError or TypeError when called
+    directly: the arguments the probe's calls met, and out-of-range values), must raise (the penalty path), not run
+    the helper some other way (with repaired arguments, a retry, a default)."""
     for name, success in working.items():
         takes_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(table[name]).parameters.values())
-        for args in [["not", "an", "object"]] + ([] if takes_any else [{**success.args, "not_a_parameter_7f3a": 1}]):
-            payload = {"action": name, "agent_id": success.agent, "args": args}
-            _, error = tracer.run(dispatch.function, board.copy(index_of[success.turn]), copy.deepcopy(payload))
+        tries = [(success.turn, success.agent, ["not", "an", "object"], "")]
+        tries += [] if takes_any else [(success.turn, success.agent, {**success.args, "not_a_parameter_7f3a": 1}, "")]
+        tries += [(turn, agent, args, "the helper refuses them") for turn, agent, args in success.refused[:3]]
+        tries += [(success.turn, success.agent, args, "the helper refuses them")
+                  for args in out_of_range(table[name], success.args)
+                  if refuses(table[name], board.copy(index_of[success.turn]), success.agent, args)]
+        for turn, agent, args, why in tries:
+            payload = {"action": name, "agent_id": agent, "args": args}
+            _, error = tracer.run(dispatch.function, board.copy(index_of[turn]), copy.deepcopy(payload))
             if error is None:
                 ran = ", ".join(f"{n}()" for n in dict.fromkeys(tracer.entered)) or "no helper"
+                refused = f" ({why}: {name}(game, {agent}, **{args!r}) raises)" if why else ""
                 return [violation("dispatch-accepts-bad-arguments", "train.py",
-                                  f"{dispatch.label}(game, {payload}) returned normally (it ran {ran}); arguments the "
-                                  f"helper cannot take must raise (TypeError or ValueError), so that the training plays "
-                                  f"its fallback with the penalty instead of another action")]
+                                  f"{dispatch.label}(game, {payload}) returned normally (it ran {ran}){refused}; "
+                                  f"arguments the helper cannot take must raise (TypeError or ValueError), so that the "
+                                  f"training plays its fallback with the penalty instead of another action (no retry "
+                                  f"with repaired arguments, no default)")]
     return []
+
+
+def out_of_range(helper: Callable, args: dict[str, Any]) -> list[dict[str, Any]]:
+    """`args` with one value at a time replaced by one far out of any game's range, by the value's own kind."""
+    found = []
+    for key, value in args.items():
+        kind = "int" if isinstance(value, int) and not isinstance(value, bool) else type(value).__name__
+        found += [{**args, key: bad} for bad in BAD_VALUES.get(kind, ())]
+    return found[:4]
+
+
+def refuses(helper: Callable, game: Any, agent: int, args: dict[str, Any]) -> bool:
+    _, error = call(helper, game, agent, **copy.deepcopy(args), seconds=CALL_SECONDS)
+    return isinstance(error, (ValueError, TypeError))

@@ -11,8 +11,9 @@ any generated code runs) and a game built the way the training builds it, the pr
   the game's state (`set_action`, `declare`, `submit`, ...); the one that accepts the most actions;
 - the agents: the ids the setter accepts;
 - the stepper: the public method called with no argument whose outcome depends on the actions set and is
-  the same when the same actions are played on the same state (`step`, `advance`, ...); a reset-like
-  method (`reset`, `restart`, `seed`, ...) never is, and where several methods qualify the note says which;
+  the same when the same actions are played on the same state (`step`, `advance`, ...); where no method's
+  state change shows that, the one whose results (rewards, done) do; a reset-like method (`reset`,
+  `restart`, `seed`, ...) never is, and where several methods qualify the note says which;
 - how to copy it: the first way `replicas.choose_copier` verifies on this game.
 
 Rules (the game is the researcher's: "Do NOT modify env_move.py"; changing it at run time, from
@@ -250,8 +251,10 @@ def _learn_play(ref_cls: type, start: Recipe) -> Play | None:
 
 def learn_stepper(play: Play, fresh: Callable[[], Any], methods: dict[str, tuple[Callable, int]]
                   ) -> tuple[str | None, list[str]]:
-    """The method that steps the game, and what was found of each candidate (for the note)."""
-    found, considered = [], []
+    """The method that steps the game, and what was found of each candidate (for the note). Where no method's
+    state change depends on the actions, one whose results (rewards, done) do is taken: a game whose state the
+    probe cannot see change. Never before: a query of the pending actions answers differently too."""
+    found, unchanged, considered = [], [], []
     for name, (_, required) in methods.items():
         if required or name == play.setter:
             continue
@@ -263,16 +266,27 @@ def learn_stepper(play: Play, fresh: Callable[[], Any], methods: dict[str, tuple
             found.append(name)
         elif verdict:
             considered.append(f"{name}() {verdict}")
-    found.sort(key=lambda n: (not any(w in n.lower() for w in STEP_WORDS), n))
+        else:
+            unchanged.append(name)
+    if not found:
+        found = [name for name in unchanged if step_verdict(play, fresh, name, by_results=True) == "steps"]
+        if found:
+            considered.insert(0, f"{sorted(found, key=step_order)[0]}() taken by what it returns, which depends on "
+                                 f"the actions set (the game's state did not show the change)")
+    found.sort(key=step_order)
     if found:
         considered.insert(0, f"took {found[0]}()" + (f" (also stepping: {', '.join(found[1:])})" if found[1:] else ""))
     return (found[0] if found else None), considered
 
 
-def step_verdict(play: Play, fresh: Callable[[], Any], name: str) -> str:
+def step_order(name: str) -> tuple[bool, str]:
+    return not any(w in name.lower() for w in STEP_WORDS), name
+
+
+def step_verdict(play: Play, fresh: Callable[[], Any], name: str, by_results: bool = False) -> str:
     """'steps' when `name` changes the game, the same way when the same action is replayed on the same state
-    and differently after two different actions of agent 0; else why not ('' for a method that changes
-    nothing: a copy, a render, a query)."""
+    and differently after two different actions of agent 0 (`by_results`: when what it returns does, its state
+    unchanged); else why not ('' for a method that changes nothing: a copy, a render, a query)."""
     outcomes = []
     for action in play.actions[:STEP_TRIES]:
         replays = []
@@ -283,16 +297,17 @@ def step_verdict(play: Play, fresh: Callable[[], Any], name: str) -> str:
             result, error = call(getattr(game, name), seconds=2.0)
             if error is not None:
                 return f"raised {type(error).__name__}"
-            if state(game) == chosen:
+            after = state(game)
+            if after == chosen and not by_results:
                 return ""
-            replays.append((state(game), canonical(result)))
+            replays.append((after, canonical(result)))
         if replays[0] != replays[1]:
             return "not taken: the same action on the same state gave two outcomes (it draws randomness it " \
                    "was not given)"
         outcomes.append(replays[0])
         if len(outcomes) > 1 and outcomes[-1] != outcomes[0]:
             return "steps"
-    return "not taken: its outcome does not depend on the actions set"
+    return "" if by_results else "not taken: its outcome does not depend on the actions set"
 
 
 def choose(play: Play) -> list[str]:
@@ -560,7 +575,7 @@ def dependencies(module: types.ModuleType, game: Any = None) -> dict[str, Any]:
     for dotted, cls in classes:
         found.update({f"{dotted}.{member}": inner for member, inner in vars(cls).items() if not member.startswith("__")
                       or member in ("__init__", "__new__", "__call__")})
-        found[f"{dotted}.<members>"] = frozenset(vars(cls))
+        found[f"{dotted}.<members>"] = frozenset(vars(cls)) - CACHED_MEMBERS
     if game is not None:
         for library in reached_modules(game, {module.__name__}):
             found.update(code_of(library))
@@ -568,6 +583,7 @@ def dependencies(module: types.ModuleType, game: Any = None) -> dict[str, Any]:
 
 
 SKIPPED_MODULES = ("builtins", "__main__", "sys", "orchestrator")
+CACHED_MEMBERS = frozenset({"__slotnames__"})  # what copying an instance caches on its class (copyreg), no change
 MOST_OBJECTS = 5000
 
 

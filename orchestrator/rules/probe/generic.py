@@ -26,14 +26,16 @@ a library object counts as changed only when the generated code changed it (`rep
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dataclasses
 import functools
 import inspect
 import os
+import re
 import sys
 import types
 import typing
-from typing import Any, Iterator
+from typing import Any, Callable, ContextManager
 
 from orchestrator.rules.probe.values import (at, call, canonical, differences, digest, same_object, short, show_path,
                                              unwrap, violation)
@@ -58,7 +60,7 @@ class Moment:
 
 
 AFTER_IMPORT = Moment("by the time the training runs", "after train.py was imported")
-DURING_TRAINING = Moment("at the end of the training run", "during training", libraries_ran=True)
+DURING_TRAINING = Moment("during the training run", "during training", libraries_ran=True)
 
 
 class Unmade(Exception):
@@ -227,19 +229,17 @@ def library_packages(template: types.ModuleType, names: list[str]) -> set[str]:
     return found - set(sys.stdlib_module_names) - {template.__name__, "builtins", "__main__"}
 
 
-def package_members(packages: set[str], folder: str) -> Iterator[tuple[tuple[str, ...], dict[str, Any]]]:
-    """((module,) or (module, Class), its namespace) of every loaded module of `packages` outside `folder`, and
-    of every class such a module defines."""
-    for name, module in list(sys.modules.items()):
-        if name.partition(".")[0] not in packages or not isinstance(module, types.ModuleType):
-            continue
-        if os.path.realpath(getattr(module, "__file__", None) or "/").startswith(folder + os.sep):
-            continue
-        namespace = dict(vars(module))
-        yield (name,), namespace
-        for key, value in namespace.items():
-            if isinstance(value, type) and value.__module__ == name:
-                yield (name, key), dict(vars(value))
+def namespace_mark(namespace: Any) -> int:
+    """What a namespace holds, by identity: another mark once any name is bound to another object."""
+    try:
+        return hash(tuple(map(id, namespace.values())))
+    except RuntimeError:  # changed while read (another thread): searched again
+        return -1
+
+
+def generated_code_in(namespace: Any, where: tuple[str, ...], folder: str) -> list[tuple[str, Any]]:
+    return [(".".join((*where, key)), value) for key, value in list(namespace.items())
+            if isinstance(value, CODE) and written_in(value, folder)]
 
 
 def origin(value: Any) -> str:
@@ -262,12 +262,98 @@ def reached_members(cls: type, attributes: set[str]) -> dict[str, Any]:
     return found
 
 
+MOST_TABLE_ITEMS = 5000  # a larger container is a cache, not a table
+TABLE_DEPTH = 2  # reached functions, then the module functions they name
+
+
+def code_names(code: types.CodeType) -> set[str]:
+    """The global names a function's code (its nested functions' too) reads."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= code_names(const)
+    return names
+
+
+def library_tables(functions: list[Any]) -> dict[str, tuple[str, Any]]:
+    """`module.NAME` -> (the reached function that reads it, its value) for each module-level table (a dict, list,
+    tuple or set) of a third-party module that the given functions, and the module functions they name, read by
+    name. (A number or a flag a library sets as it runs, `torch.cuda._initialized`, is no table.)"""
+    found: dict[str, tuple[str, Any]] = {}
+    queue, seen = [(f, 0) for f in functions], set()
+    while queue:
+        value, level = queue.pop(0)
+        for function in (layer for layer in layers(value) if isinstance(layer, types.FunctionType)):
+            module = function.__globals__.get("__name__")
+            if id(function) in seen or not isinstance(module, str) or module.partition(".")[0] in \
+                    sys.stdlib_module_names or module in ("__main__", "builtins"):
+                continue
+            seen.add(id(function))
+            owner = f"{module}.{function.__qualname__}"
+            for name in code_names(function.__code__):
+                inner = function.__globals__.get(name, MISSING)
+                if isinstance(inner, types.FunctionType) and level + 1 < TABLE_DEPTH:
+                    queue.append((inner, level + 1))
+                elif isinstance(inner, (dict, list, tuple, set, frozenset)) and not name.startswith("__") \
+                        and len(inner) <= MOST_TABLE_ITEMS:
+                    found.setdefault(f"{module}.{name}", (owner, inner))
+    return found
+
+
+def table_form(value: Any, depth: int = 0) -> Any:
+    """A table as its entries: containers by their items, anything else by identity (the same object, whatever
+    it holds); compared within one process."""
+    if value is None or isinstance(value, (bool, int, str, bytes)):
+        return value
+    if isinstance(value, float):
+        return repr(value)
+    if depth < 3 and isinstance(value, dict):  # what it holds, read without its own methods (a lazy mapping's
+        return {table_key(k): table_form(v, depth + 1)  # items() would import every entry)
+                for k, v in list(dict.items(value))[:MOST_TABLE_ITEMS]}
+    if depth < 3 and isinstance(value, list):
+        return [table_form(v, depth + 1) for v in list.__iter__(value)]
+    if depth < 3 and isinstance(value, tuple):
+        return ("<tuple>", *(table_form(v, depth + 1) for v in value))
+    if depth < 3 and isinstance(value, (set, frozenset)):
+        return ("<set>", frozenset(table_key(v) for v in value))
+    return f"<{type(value).__name__} {getattr(value, '__qualname__', '')}#{id(value)}>"
+
+
+def unnumbered(form: Any) -> str:
+    """A table entry for a message, without the identities it is compared by."""
+    return re.sub(r"#\d+", "", short(form, 100))
+
+
+def table_key(key: Any) -> Any:
+    return key if key is None or isinstance(key, (bool, int, float, str, bytes)) else repr(key)
+
+
+def table_changes(then: Any, now: Any, path: tuple = ()) -> list[tuple]:
+    """Where an entry of `then` was replaced or removed in `now`; a dict's new keys and a list that grew or shrank
+    are a registry's or a cache's own bookkeeping (handlers noted, hooks added), not an edit of what is there."""
+    if type(then) is not type(now):
+        return [path]
+    if isinstance(then, dict):
+        return [change for key in then for change in
+                ([path + (key,)] if key not in now else table_changes(then[key], now[key], path + (key,)))]
+    if isinstance(then, list):
+        return [] if len(then) != len(now) else [c for i, (a, b) in enumerate(zip(then, now))
+                                                 for c in table_changes(a, b, path + (i,))]
+    if isinstance(then, tuple) and then[:1] == ("<set>",):
+        return [] if then[1] <= now[1] else [path]
+    return [] if then == now else [path]
+
+
 class Reference:
     """The template's GENERIC code as the researcher wrote it: its bindings, the library objects it reads,
     and what its functions return on fixed inputs, all taken before train.py is imported."""
 
-    def __init__(self, template: types.ModuleType, plan: dict[str, Any]) -> None:
+    def __init__(self, template: types.ModuleType, plan: dict[str, Any],
+                 calling: Callable[[], ContextManager[Any]] = contextlib.nullcontext) -> None:
+        """`calling`: the context every call of a GENERIC function runs in (the training check's silence), so that
+        what is read of the libraries is never read inside it."""
         self.template = template
+        self.calling = calling
         self.names = [n for n in plan.get("generic_names", []) if n not in set(plan.get("customize_names", []))]
         self.customize_members = {cls: set(names) for cls, names in plan.get("class_customize_members", {}).items()}
         self.run_time_written = set(plan.get("run_time_written", []))
@@ -287,6 +373,9 @@ class Reference:
         self.builtins = {n: getattr(builtins, n) for n in plan.get("read_names", [])
                          if n not in vars(template) and hasattr(builtins, n)}
         self.packages = library_packages(template, self.names)
+        self.tables = {label: (owner, table_form(value)) for label, (owner, value) in
+                       library_tables(self.reached_functions()).items()}
+        self.scanned: dict[tuple[str, ...], tuple[int, list, list]] = {}  # compare_packages' search, kept
         self.outputs: dict[str, tuple[int, Any, Any]] = {}
         for name in self.names:
             function = getattr(template, name, None)
@@ -297,7 +386,8 @@ class Reference:
                     args = arguments(function, variant)
                 except Unmade:
                     break
-                result, error = call(function, *args)
+                with self.calling():
+                    result, error = call(function, *args)
                 if error is None:
                     self.outputs[name] = (variant, canonical(result), canonical(args))
                     break
@@ -306,8 +396,38 @@ class Reference:
         """`folder`: where the generated files are (default: train.py's; a finished script has no __file__)."""
         folder = folder or os.path.dirname(os.path.realpath(getattr(train, "__file__", None) or "."))
         problems = self.compare_names(train, when) + self.compare_library(train, folder, when)
-        problems += self.compare_calls(train, when)
+        problems += self.compare_tables(when) + self.compare_calls(train, when)
         return problems + (self.compare_packages(train, folder) if when.libraries_ran else [])
+
+    def reached_functions(self) -> list[Any]:
+        """The library functions the GENERIC code calls: those it reads by attribute or binds by name, and the
+        methods of the library classes it names that it reads by attribute."""
+        found = [value for value, _ in self.library.values() if not isinstance(value, (type, types.ModuleType))]
+        found += [getattr(self.template, n) for n in self.names if callable(getattr(self.template, n, None))
+                  and not isinstance(getattr(self.template, n), type) and not is_own(getattr(self.template, n),
+                                                                                      self.template.__name__)]
+        for _, members in [*self.library.values(), *self.library_classes.values()]:
+            found += [v for v in (members or {}).values() if isinstance(v, CODE)]
+        return found
+
+    def compare_tables(self, when: Moment) -> list[dict]:
+        """The library data the reached functions read (tables, settings), by content: an entry replaced in place
+        (transformers' scheduler table made to map cosine to linear) changes what the GENERIC code runs."""
+        problems = []
+        for label, (owner, then) in self.tables.items():
+            module, _, name = label.rpartition(".")
+            now = table_form(getattr(sys.modules.get(module), name, MISSING))
+            changed = table_changes(then, now)
+            if changed:
+                where = changed[0]
+                problems.append(violation("generic-object-rebound", "train.py",
+                                          f"{label}, library data that {owner} (which the GENERIC code calls) reads, "
+                                          f"was changed {when.change}: at {show_path(where)} it holds "
+                                          f"{unnumbered(at(now, where))} instead of {unnumbered(at(then, where))}; "
+                                          f"CUSTOMIZE code edited a library's table "
+                                          f"in place, so the GENERIC code runs other code than the template's: leave "
+                                          f"libraries' data as it is"))
+        return problems
 
     def compare_packages(self, train: types.ModuleType, folder: str) -> list[dict]:
         """The library code the GENERIC code runs on without naming it (accelerate's clip_grad_norm_ calls
@@ -317,9 +437,15 @@ class Reference:
                   for root, *parts in (chain.split(".") for chain in self.library)}
         judged |= {id(inspect.getattr_static(cls, k, MISSING)) for cls, members in self.library_classes.values()
                    for k in members}
-        found = [(".".join((*where, key)), value) for where, namespace in package_members(self.packages, folder)
-                 for key, value in namespace.items()
-                 if isinstance(value, CODE) and written_in(value, folder) and id(value) not in judged]
+        found = []
+        for name, module in list(sys.modules.items()):
+            if name.partition(".")[0] not in self.packages or not isinstance(module, types.ModuleType):
+                continue
+            if real_path(getattr(module, "__file__", None) or "<none>").startswith(folder + os.sep):
+                continue
+            found += self.searched((name,), vars(module), folder, lambda ns, name=name: [
+                ((name, k), v) for k, v in list(ns.items()) if isinstance(v, type) and v.__module__ == name])
+        found = [(label, value) for label, value in found if id(value) not in judged]
         if not found:
             return []
         (first, value), labels = found[0], ", ".join(label for label, _ in found[:5])
@@ -327,6 +453,20 @@ class Reference:
                           f"{labels}, library code the GENERIC code runs on, became code of the generated files "
                           f"during training ({first} is now {origin(value)}): CUSTOMIZE code patched "
                           f"{first.partition('.')[0]} under the GENERIC code; leave libraries as they are")]
+
+    def searched(self, where: tuple[str, ...], namespace: Any, folder: str,
+                 classes: Callable[[Any], list[tuple[tuple[str, ...], type]]]) -> list[tuple[str, Any]]:
+        """The functions of the generated files in a module's namespace and its classes'; a namespace is searched
+        again only once something in it was rebound (the search runs after every optimizer step)."""
+        mark = namespace_mark(namespace)
+        seen = self.scanned.get(where)
+        if seen is None or seen[0] != mark:
+            seen = (mark, generated_code_in(namespace, where, folder), classes(namespace))
+            self.scanned[where] = seen
+        found = list(seen[1])
+        for inner, cls in seen[2]:
+            found += self.searched(inner, vars(cls), folder, lambda ns: [])
+        return found
 
     def compare_names(self, train: types.ModuleType, when: Moment = AFTER_IMPORT) -> list[dict]:
         problems = []
@@ -363,6 +503,13 @@ class Reference:
             return "" if canonical(got) == canonical(want) else f"is {short(got)} instead of {short(want)}"
         if got is want:
             return ""
+        if type(got) is type(want) and not isinstance(want, (*CODE, types.BuiltinFunctionType, type)):
+            # an object the GENERIC module code makes as it runs (a logging handler, a loss module): train.py's is
+            # an instance of its own, of the same class; right after the import, in the same state too (during
+            # training the GENERIC code itself changes it)
+            if when.libraries_ran or canonical(got) == canonical(want):
+                return ""
+            return f"is {short(got)}, in another state than the template's {short(want)}"
         try:
             return "" if got == want else f"is {short(got)} instead of {short(want)}"
         except Exception:  # an object that cannot be compared: identity was the test
@@ -415,7 +562,8 @@ class Reference:
                 args = arguments(function, variant)
             except Unmade:
                 continue
-            got, error = call(function, *args)
+            with self.calling():
+                got, error = call(function, *args)
             if error is not None:
                 detail = (f"raises {type(error).__name__}: {str(error)[:200]} where the template's returned "
                           f"{short(result)}")

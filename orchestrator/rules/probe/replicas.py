@@ -18,14 +18,12 @@ When none is faithful the copy-based rules are skipped with a note saying so, ne
 from __future__ import annotations
 
 import copy
-import importlib.machinery
 import inspect
-import sys
 import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from orchestrator.rules.probe.values import attributes, call, canonical, differences, show_path
+from orchestrator.rules.probe.values import attributes, call, canonical, differences, pure_python, show_path
 
 VERIFIED_TURNS = 3  # turns played on a copy and on its original to call a way of copying faithful
 CLONE_METHODS = ("clone", "copy", "duplicate")
@@ -132,19 +130,6 @@ def copy_data(value: Any, memo: dict[int, Any] | None = None) -> Any:
     for name, inner in data.items():
         object.__setattr__(made, name, copy_data(inner, memo))
     return made
-
-
-def pure_python(kind: type) -> bool:
-    """Whether all of an object's state is in its attributes: no class of its MRO but `object` comes from a
-    builtin or compiled module (random.Random's base, a dict subclass, a Cython class keep state of their own)."""
-    return not any(compiled(c.__module__) for c in kind.__mro__[:-1])
-
-
-def compiled(module_name: str) -> bool:
-    if module_name in sys.builtin_module_names:
-        return True
-    where = getattr(sys.modules.get(module_name), "__file__", None) or ""
-    return where.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,28 @@
-"""The training run judged from inside: GENERIC code compared with the researcher's template at the end of
-the runtime check's short run, so a patch that CUSTOMIZE code applies only while training runs (on the first
-call of a function only the training loop calls) is caught where it acts.
+"""The training run judged from inside, in every training process: GENERIC code compared with the researcher's
+template after every optimizer step and once more as the process ends, so a patch that CUSTOMIZE code applies
+only while training runs (on the first call of a function only the training loop calls), on one rank only, or
+that it undoes when the training ends, is caught where it acts.
 
-The runtime check's `sitecustomize` (orchestrator/training/census.py) calls `start` in the training process of rank 0
-before train.py's code runs: the researcher's template is imported apart and its `Reference` taken
-(generic.py: GENERIC bindings, the library objects and classes the GENERIC code reaches, its functions'
-outputs on fixed inputs), and an `InstanceWatch` notes the instances of the template's GENERIC classes, and of
-the library classes its GENERIC code names, as they are made. At exit, after train.py's main returned (or
-raised), `finish` compares train.py (the `__main__` module) with the reference (and searches the libraries the
-GENERIC code imports for functions of the generated files), reports instance attributes that shadowed a method,
-and appends what it found, as violations of the same rules, to the findings file the runtime check reads.
+The runtime check's `sitecustomize` (orchestrator/training/census.py) calls `start` in every training process
+before train.py's code runs: the researcher's template is imported apart and its `Reference` taken (generic.py:
+GENERIC bindings, the library objects and classes the GENERIC code reaches and the tables their functions read,
+its functions' outputs on fixed inputs), and an `InstanceWatch` notes the instances of the template's GENERIC
+classes, and of the library classes its GENERIC code names, as they are made. After every optimizer step (torch's
+global step hook) and when the interpreter shuts down (`threading`'s exit hook, which runs before any of
+train.py's `atexit` handlers can undo a patch), `compare` checks train.py (the `__main__` module) against the
+reference (and searches the libraries the GENERIC code imports for functions of the generated files), reports
+instance attributes that shadowed a method and writes to the source-of-truth files (protect.py), and appends what
+it found, as violations of the same rules, to the findings file the runtime check reads: one record per
+comparison, so that a process without any is seen (census.py: "the training check did not run").
 
-It never breaks the run: it prints nothing and silences warnings while it calls functions, leaves the random
-generators as they were, refuses writes only to its own calls (values.guard_this_thread_only), and its own
-errors become a note in the findings instead of an exception. The template's module code runs before
-train.py's, so torch, transformers and accelerate are imported a moment earlier than train.py would: the
-same imports, moved, not added.
+It never breaks the run: it writes nothing to the run's stdout or stderr (file descriptors 1 and 2 point at
+/dev/null while it works, the stream objects the GENERIC code holds stay the same), adds no logging handler (those
+the template's module code adds when imported apart are taken off again), silences warnings and logging while it
+calls functions, leaves the random generators as they were, refuses writes only to its own calls
+(values.guard_this_thread_only) and to the source-of-truth files, and its own errors become a note in the findings
+instead of an exception. Its own instruments (its step hook, its gc callback) are in place before the reference
+is taken, so they are never seen as changes. The template's module code runs before train.py's, so torch,
+transformers and accelerate are imported a moment earlier than train.py would: the same imports, moved, not added.
 """
 
 from __future__ import annotations
@@ -26,11 +33,12 @@ import dataclasses
 import functools
 import gc
 import inspect
-import io
 import json
+import logging
 import os
 import random
 import sys
+import threading
 import time
 import traceback
 import types
@@ -39,18 +47,68 @@ import weakref
 from typing import Any, Iterator
 
 from orchestrator.rules.probe.generic import DURING_TRAINING, TEMPLATE_MODULE, Reference, replaced_by_generated_code
+from orchestrator.rules.probe.protect import Guard, protect
 from orchestrator.rules.probe.values import guard_this_thread_only, short, violation
 
 TRAINING_MODULE = "__main__"  # train.py as `accelerate launch` (or `python train.py`) runs it
 
 
 @contextlib.contextmanager
-def quiet() -> Iterator[None]:
-    """Nothing reaches the run's stdout, stderr (which a launch script may write into train.logs) or warnings."""
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-            warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+def silenced() -> Iterator[None]:
+    """Nothing reaches the run's stdout or stderr (which a launch script may write into train.logs): file
+    descriptors 1 and 2 point at /dev/null meanwhile, and sys.stdout and sys.stderr stay the objects they are (the
+    GENERIC code may hold them: a `logging.StreamHandler(sys.stderr)` must find its own stream)."""
+    flush_streams()
+    saved = [os.dup(1), os.dup(2)]
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        os.dup2(null, 2)
         yield
+    finally:
+        flush_streams()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, null):
+            os.close(fd)
+
+
+def flush_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a stream the training replaced or closed: nothing of ours to flush
+            pass
+
+
+@contextlib.contextmanager
+def calling() -> Iterator[None]:
+    """Around each call of a GENERIC function: silenced, warnings and logging too (a handler the training set up
+    may write to a file, train.logs itself)."""
+    disabled = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
+    try:
+        with silenced(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(disabled)
+
+
+def logging_handlers() -> dict[int, tuple[logging.Logger, list[logging.Handler]]]:
+    """Every logger's handlers, by logger."""
+    loggers = [logging.root, *(v for v in list(logging.root.manager.loggerDict.values())
+                               if isinstance(v, logging.Logger))]
+    return {id(logger): (logger, list(logger.handlers)) for logger in loggers}
+
+
+def drop_new_handlers(before: dict[int, tuple[logging.Logger, list[logging.Handler]]]) -> None:
+    """Take off the loggers the handlers added since `before`: the template's module code, run apart, adds its
+    handlers to the same loggers train.py's will (loggers are global), and each line would be written twice."""
+    for key, (logger, handlers) in logging_handlers().items():
+        kept = before.get(key, (logger, []))[1]
+        for handler in [h for h in handlers if h not in kept]:
+            logger.removeHandler(handler)
 
 
 @contextlib.contextmanager
@@ -224,61 +282,108 @@ def library_classes(reference: Reference, plan: dict[str, Any]) -> dict[type, fr
     return found
 
 
-# ---------------------------------------------------------------- the check's two ends
+# ---------------------------------------------------------------- the check's ends
 
 @dataclasses.dataclass
 class TrainingCheck:
     reference: Reference
     watch: InstanceWatch
+    guard: Guard
     folder: str  # the training's folder: train.py and the other generated files
     findings: str
-    seconds: dict[str, float]  # CPU seconds of each part: the template's import, the reference, the comparison
+    seconds: dict[str, float]  # CPU seconds of each part: the template's import, the reference, the comparisons
+    updates: int = 0  # optimizer steps seen
+    comparing: bool = False
+
+    def after_step(self, *_: Any) -> None:
+        """torch's global optimizer-step hook: compare while the training is still running."""
+        self.updates += 1
+        self.compare(f"after optimizer step {self.updates}")
 
     def finish(self) -> None:
-        """Compare train.py with the reference and write the findings (registered with atexit). A training that
-        raised is compared too (a patch may be why it broke), unless train.py's module body never finished."""
+        """Compare as the process ends, before train.py's own exit handlers run. A training that raised is compared
+        too (a patch may be why it broke), unless train.py's module body never finished."""
         self.watch.uninstall()
         train = sys.modules.get(TRAINING_MODULE)
         if getattr(sys, "last_value", None) is not None and not all(hasattr(train, n) for n in self.reference.names):
             write(self.findings, [], "train.py raised before it bound every GENERIC name: its traceback is the "
-                                     "evidence, its GENERIC code was not compared")
+                                     "evidence, its GENERIC code was not compared", moment="at exit", final=True)
             return
+        self.compare("at exit", final=True)
+
+    def compare(self, moment: str, final: bool = False) -> None:
+        if self.comparing:  # a GENERIC function stepped an optimizer while being compared
+            return
+        self.comparing = True
         try:
             started = time.process_time()
-            with quiet():
-                self.watch.sweep()
-                problems = self.reference.compare(train, DURING_TRAINING, self.folder) + self.watch.violations()
+            with silenced(), random_state_kept():
+                if final:
+                    self.watch.sweep()
+                problems = self.reference.compare(sys.modules.get(TRAINING_MODULE), DURING_TRAINING, self.folder)
+                problems += self.watch.violations() + self.guard.violations("during training")
             note = f"the instance watch stopped: {self.watch.error}" if self.watch.error else ""
-            seconds = {**self.seconds, "watch": self.watch.seconds, "comparison": time.process_time() - started}
-            checked = {"functions": len(self.reference.outputs), "classes": len(self.watch.shadowable),
-                       "instances": self.watch.instances, "collections": self.watch.collections,
-                       "seconds": {k: round(v, 3) for k, v in seconds.items()}}
-            write(self.findings, problems, note, checked)
+            self.seconds["comparisons"] = self.seconds.get("comparisons", 0.0) + time.process_time() - started
+            checked = {"functions": len(self.reference.outputs), "tables": len(self.reference.tables),
+                       "classes": len(self.watch.shadowable), "instances": self.watch.instances,
+                       "collections": self.watch.collections, "updates": self.updates,
+                       "seconds": {k: round(v, 3) for k, v in {**self.seconds, "watch": self.watch.seconds}.items()}}
+            write(self.findings, problems, note, checked, moment=moment, final=final)
         except BaseException as exc:
-            write(self.findings, [], f"the comparison at the end of training failed: {describe(exc)}")
+            write(self.findings, [], f"the comparison {moment} failed: {describe(exc)}", moment=moment, final=final)
+        finally:
+            self.comparing = False
+
+
+def at_shutdown(function: Any) -> None:
+    """`function` runs as the interpreter shuts down, before any atexit handler (threading's own exit hook, which
+    runs first); atexit where that hook is missing."""
+    register = getattr(threading, "_register_atexit", None)
+    try:
+        register(function)
+    except Exception:  # an interpreter without it
+        atexit.register(function)
+
+
+def step_hook(check: TrainingCheck) -> bool:
+    """Compare after every optimizer step (torch's global hook, for any optimizer), where torch offers one."""
+    register = getattr(sys.modules.get("torch.optim.optimizer"), "register_optimizer_step_post_hook", None)
+    if register is None:
+        return False
+    register(check.after_step)
+    return True
 
 
 def start(plan_path: str, findings: str) -> None:
-    """Take the template's reference and watch the GENERIC classes' instances; compare at exit."""
+    """Take the template's reference and watch the GENERIC classes' instances; compare after every optimizer step
+    and at shutdown."""
     try:
         with open(plan_path) as handle:
             plan = json.load(handle)
         guard_this_thread_only()
+        folder = os.path.dirname(os.path.realpath(sys.argv[0]))
+        guard = protect(folder)
         started = time.process_time()
         # not silenced: what the template's module code sets up (a logging handler on stdout, warning filters)
         # must hold the run's own streams and filters, as when train.py runs that code
-        folder = os.path.dirname(os.path.realpath(sys.argv[0]))
+        handlers = logging_handlers()
         template = import_template(plan["template"], folder)
+        drop_new_handlers(handlers)
         imported = time.process_time()
-        with quiet(), random_state_kept():
-            reference = Reference(template, plan)
-        watch = InstanceWatch(generic_classes(reference, plan), set(plan.get("attribute_stores", [])),
-                              library_classes(reference, plan), folder)
-        watch.install()
-        seconds = {"template import": imported - started, "reference": time.process_time() - imported}
-        atexit.register(TrainingCheck(reference, watch, folder, findings, seconds).finish)
+        check = TrainingCheck(None, None, guard, folder, findings, {})  # type: ignore[arg-type]
+        hooked = step_hook(check)  # before the reference: the hook it adds to torch's table is the check's own
+        with silenced(), random_state_kept():
+            check.reference = Reference(template, plan, calling=calling)
+        check.watch = InstanceWatch(generic_classes(check.reference, plan), set(plan.get("attribute_stores", [])),
+                                    library_classes(check.reference, plan), folder)
+        check.watch.install()
+        check.seconds.update({"template import": imported - started, "reference": time.process_time() - imported})
+        at_shutdown(check.finish)
+        if not hooked:
+            write(findings, [], "no optimizer-step hook (torch not loaded by the template): compared at exit only",
+                  moment="start")
     except BaseException as exc:  # the training goes on, unjudged
-        write(findings, [], f"the template's reference could not be taken: {describe(exc)}")
+        write(findings, [], f"the template's reference could not be taken: {describe(exc)}", moment="start")
 
 
 def describe(exc: BaseException) -> str:
@@ -287,9 +392,11 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc)[:300]}{at}"
 
 
-def write(path: str, problems: list[dict], note: str, checked: dict[str, Any] | None = None) -> None:
-    """One process's findings, a JSON line: its violations, a note on what it could not do, what it compared."""
-    record = {"pid": os.getpid(), "rank": os.environ.get("RANK"), "violations": problems, "note": note,
-              "checked": checked or {}}
+def write(path: str, problems: list[dict], note: str, checked: dict[str, Any] | None = None, *, moment: str,
+          final: bool = False) -> None:
+    """One comparison's findings, a JSON line: the process, when, its violations, a note on what it could not do,
+    what it compared."""
+    record = {"pid": os.getpid(), "host": os.uname().nodename, "rank": os.environ.get("RANK"), "moment": moment,
+              "final": final, "violations": problems, "note": note, "checked": checked or {}}
     with open(path, "a") as handle:
         handle.write(json.dumps(record, default=str) + "\n")

@@ -1,8 +1,12 @@
 """What the probe compares, and how it calls generated code.
 
 - `canonical(value)`: a plain, comparable form of any value (floats by repr so NaN equals NaN, arrays and
-  tensors by dtype, shape and values, objects by class name and attributes, RNGs by their state), the
-  same for two objects of two copies of one module.
+  tensors by dtype, shape and values, RNGs by their state, plain Python objects by class name and attributes,
+  an object whose state is held in compiled code, such as OpenSpiel's `pyspiel.State`, by its own
+  serialisation, else its string and views), the same for two objects of two copies of one module. The object
+  graph is walked once (cycles and shared references by the path of their first visit) within a budget; dict
+  keys are named by content where a repr would hold an address. What cannot be read is an `Unread`, noted
+  with its type (`Reading.notes`), as is how each compiled class was read.
 - `differences(a, b)`: the paths (attribute, key, index, ...) at which two canonical forms differ.
 - `digest(value)`: a fingerprint of what a function or class does (its code, defaults and members).
 - `guarded()`: every call into generated code runs under it: no file is written, no socket or process
@@ -11,9 +15,12 @@
 
 from __future__ import annotations
 
+import collections
+import collections.abc
 import contextlib
 import functools
 import hashlib
+import importlib.machinery
 import json
 import os
 import random
@@ -22,9 +29,10 @@ import signal
 import sys
 import threading
 import types
+import weakref
 from typing import Any, Iterator
 
-MAX_DEPTH = 12
+MAX_DEPTH = 40  # a path this long is past the budget too (a chain of wrappers is a few levels)
 Where = tuple  # a path into a canonical form: attribute names, keys and indices
 
 
@@ -62,39 +70,186 @@ def is_array(value: Any) -> bool:
     return all(hasattr(value, name) for name in ("dtype", "shape", "tolist")) and not isinstance(value, type)
 
 
-def canonical(value: Any, depth: int = 0) -> Any:
-    if depth > MAX_DEPTH:
-        return "<too deep>"
-    if value is None or isinstance(value, (bool, int, str, bytes)):
-        return value
-    if isinstance(value, float):
-        return f"<float {value!r}>"
-    if isinstance(value, tuple):
-        return tuple(canonical(v, depth + 1) for v in value)
-    if isinstance(value, list):
-        return [canonical(v, depth + 1) for v in value]
-    if isinstance(value, dict):
-        return {repr(k): canonical(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, (set, frozenset)):
-        return ("<set>",) + tuple(sorted((canonical(v, depth + 1) for v in value), key=repr))
-    if isinstance(value, random.Random):
-        return f"<rng {hashlib.sha1(repr(value.getstate()).encode()).hexdigest()}>"
-    generator = rng_state(value)
-    if generator is not None:
-        return f"<rng {hashlib.sha1(repr(canonical(generator, depth + 1)).encode()).hexdigest()}>"
-    if is_array(value):
-        try:
-            values = value.detach().cpu().tolist() if hasattr(value, "detach") else value.tolist()
-        except Exception:  # an array that cannot be read back (a meta tensor): its type and shape only
-            values = "<unreadable>"
-        return ("<array>", str(value.dtype), tuple(value.shape), canonical(values, depth + 1))
-    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type,
-                          functools.partial, types.ModuleType)):
-        return f"<{type(value).__name__} {getattr(value, '__qualname__', getattr(value, '__name__', '?'))}>"
-    fields = attributes(value)
-    if fields is not None:
-        return {"<class>": type(value).__name__, **{k: canonical(v, depth + 1) for k, v in fields.items()}}
-    return f"<{type(value).__name__}>"  # no readable state: its type only (a repr could hold an address)
+class Unread:
+    """What the probe could not read: an object whose state it has no way to see, or one past the walk's budget,
+    shown by its type. Two of one type compare equal (what cannot be seen cannot be told apart), and every one
+    met is a note, "not verified" with its type (`Reading.notes`): never passed silently."""
+
+    def __init__(self, value: Any, why: str) -> None:
+        self.kind, self.why = qualified(type(value)), why
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Unread) and (other.kind, other.why) == (self.kind, self.why)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.why))
+
+    def __repr__(self) -> str:
+        return f"<{self.kind}: not verified>" if self.why else f"<{self.kind}>"
+
+
+MOST_NODES = 20_000  # objects one walk reads (about 0.15 CPU-s); past it the rest is Unread, never passed silently
+# objects all walks of one probe read (about 15 CPU-s; the examples' probes read 3,000 to 70,000): past it every
+# state is Unread, so a game of any size is judged within `check`'s minute, saying what it could not verify
+PROBE_NODES = 2_000_000
+READERS = ("serialize", "get_state", "__getstate__", "state_dict")  # a compiled object's own serialisation, in order
+VIEWS = ("observation_tensor", "history")  # then a library state's views beside its string
+# library objects that are the process's, not a game's (a logger, a lock, a stream, a font): never walked
+RESOURCE_MODULES = ("logging", "threading", "_thread", "io", "_io", "socket", "selectors", "asyncio", "multiprocessing",
+                    "concurrent", "weakref", "_weakrefset", "warnings", "tqdm", "pygame", "_abc")
+PLAIN_KEYS = (type(None), bool, int, float, str, bytes)
+
+
+class Reading:
+    """How the probe read the state of what it compared, for the run's notes: each compiled class by the way
+    used, and what could not be read. Kept for the process (one probe)."""
+    ways: dict[str, str] = {}
+    unread: dict[str, str] = {}
+    nodes = 0  # objects read by every walk of this process
+
+    @classmethod
+    def notes(cls) -> list[str]:
+        found = []
+        if cls.ways:
+            found.append("state read through " + ", ".join(f"{k} by {v}" for k, v in sorted(cls.ways.items())))
+        if cls.unread:
+            found.append("not verified: " + ", ".join(f"{k} ({v})" for k, v in sorted(cls.unread.items())))
+        return found
+
+
+def qualified(kind: type) -> str:
+    module = kind.__module__ or ""
+    return kind.__qualname__ if module in ("builtins", "__main__") else f"{module}.{kind.__qualname__}"
+
+
+def canonical(value: Any) -> Any:
+    """The plain form of `value`, its object graph walked once: a cycle or a second reference to the same
+    mutable object is `<same as PATH>` (the path of its first visit); at most MOST_NODES objects are read, and
+    PROBE_NODES by all walks of the process."""
+    walk = _Walk()
+    try:
+        return walk.form(value, ())
+    finally:
+        Reading.nodes += walk.nodes
+
+
+class _Walk:
+    def __init__(self) -> None:
+        self.seen: dict[int, tuple] = {}
+        self.kept: list[Any] = []  # what a reader returned, alive until the walk ends (its id stays unique)
+        self.nodes = 0
+
+    def form(self, value: Any, path: tuple) -> Any:
+        if value is None or isinstance(value, (bool, int, str, bytes)):
+            return value
+        if isinstance(value, float):
+            return f"<float {value!r}>"
+        if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type,
+                              functools.partial, types.ModuleType)):
+            return f"<{type(value).__name__} {getattr(value, '__qualname__', getattr(value, '__name__', '?'))}>"
+        if isinstance(value, random.Random):
+            return f"<rng {hashlib.sha1(repr(value.getstate()).encode()).hexdigest()}>"
+        if len(path) > MAX_DEPTH or self.nodes >= MOST_NODES:
+            return self.unread(value, f"past the budget of {MOST_NODES} objects read in one state")
+        if Reading.nodes + self.nodes >= PROBE_NODES:
+            return self.unread(value, f"past the probe's budget of {PROBE_NODES} objects read in all")
+        if isinstance(value, tuple):  # immutable: a cycle runs through a mutable object, which is remembered
+            self.nodes += 1
+            return tuple(self.form(v, path + (i,)) for i, v in enumerate(value))
+        if id(value) in self.seen:
+            return f"<same as {show_path(self.seen[id(value)])}>"
+        self.seen[id(value)] = path
+        self.nodes += 1
+        return self.inner(value, path)
+
+    def inner(self, value: Any, path: tuple) -> Any:
+        if isinstance(value, (list, collections.deque)):
+            return [self.form(v, path + (i,)) for i, v in enumerate(value)]
+        if isinstance(value, (dict, collections.abc.Mapping)) and not is_array(value):
+            try:
+                items = list(value.items())
+            except Exception:  # a mapping that cannot be listed
+                return self.unread(value, "its items cannot be listed")
+            form = {}
+            for key, inner in items:
+                name = self.key(key, path)
+                while name in form:  # two keys of the same content: by place
+                    name += "'"
+                form[name] = self.form(inner, path + (name,))
+            return form if type(value) is dict else {"<class>": qualified(type(value)), **form}
+        if isinstance(value, (set, frozenset)):
+            members = [self.form(v, path + ("<member>",)) for v in value]
+            return ("<set>",) + tuple(sorted(members, key=repr))
+        if isinstance(value, weakref.ref):
+            return ("<weakref>", self.form(value(), path + ("<referent>",)))
+        generator = rng_state(value)
+        if generator is not None:
+            return f"<rng {hashlib.sha1(repr(canonical(generator)).encode()).hexdigest()}>"
+        if is_array(value):
+            try:
+                values = value.detach().cpu().tolist() if hasattr(value, "detach") else value.tolist()
+            except Exception:  # an array that cannot be read back (a meta tensor): its type and shape only
+                values = "<unreadable>"
+            self.kept.append(values)
+            return ("<array>", str(value.dtype), tuple(value.shape), self.form(values, path + ("<values>",)))
+        kind = type(value)
+        if (kind.__module__ or "").split(".")[0] in RESOURCE_MODULES:
+            return Unread(value, "")  # the process's own object (a logger, a lock, a stream): no state of a game
+        fields = attributes(value)
+        if fields is not None and pure_python(kind):
+            return {"<class>": kind.__name__, **{k: self.form(v, path + (k,)) for k, v in fields.items()}}
+        read = self.read(value, path)  # state held in compiled code: what the object offers to show it
+        if read is None:
+            return self.unread(value, "no state it shows (no serialize(), get_state(), __getstate__(), state_dict(), "
+                                      "str(), observation_tensor() or history())")
+        return {"<class>": kind.__name__, **read, **{k: self.form(v, path + (k,)) for k, v in (fields or {}).items()}}
+
+    def key(self, key: Any, path: tuple) -> str:
+        """A dict key's name: its repr for plain keys and those whose repr holds no address, else its content."""
+        if isinstance(key, PLAIN_KEYS) or (isinstance(key, tuple) and all(isinstance(k, PLAIN_KEYS) for k in key)):
+            return repr(key)
+        text = repr(key)
+        if not ADDRESS.search(text) and type(key).__repr__ is not object.__repr__:
+            return text
+        return f"<{type(key).__name__} {hashlib.sha1(repr(self.form(key, path + ('<key>',))).encode()).hexdigest()[:12]}>"
+
+    def read(self, value: Any, path: tuple) -> dict[str, Any] | None:
+        """A compiled object's state: its own serialisation (the first of READERS that answers), else its string
+        and views (VIEWS); None when it shows nothing."""
+        kind = type(value)
+        for name in READERS:
+            method = getattr(value, name, None)
+            if not callable(method) or (name == "__getstate__" and getattr(kind, name, None) is object.__getstate__):
+                continue
+            try:
+                found = method()
+            except Exception:  # not a reader of this object (a pickling refusal, a method that needs arguments)
+                continue
+            if found is not None and found is not value:
+                Reading.ways.setdefault(qualified(kind), f"{name}()")
+                self.kept.append(found)
+                return {f"{name}()": self.form(found, path + (f"{name}()",))}
+        shown: dict[str, Any] = {}
+        if kind.__str__ is not object.__str__ or kind.__repr__ is not object.__repr__:
+            text = str(value)
+            if not ADDRESS.search(text):
+                shown["str()"] = text
+        for name in VIEWS:
+            method = getattr(value, name, None)
+            if callable(method):
+                try:
+                    found = method()
+                except Exception:  # a view this state does not offer now (a terminal state's observation)
+                    continue
+                self.kept.append(found)
+                shown[f"{name}()"] = self.form(found, path + (f"{name}()",))
+        if shown and (kind.__module__ or "").split(".")[0] not in ("numpy", "torch"):  # a dtype: its name is all
+            Reading.ways.setdefault(qualified(kind), " and ".join(shown))
+        return shown or None
+
+    def unread(self, value: Any, why: str) -> Unread:
+        Reading.unread.setdefault(qualified(type(value)), why)
+        return Unread(value, why)
 
 
 def rng_state(value: Any) -> Any:
@@ -125,6 +280,20 @@ def attributes(value: Any) -> dict[str, Any] | None:
                 found = {} if found is None else found
                 found[name] = getattr(value, name)
     return found
+
+
+def pure_python(kind: type) -> bool:
+    """Whether all of an object's state is in its attributes: no class of its MRO but `object` comes from a
+    builtin or compiled module (random.Random's base, a dict subclass, a Cython or pybind11 class keep state of
+    their own)."""
+    return not any(compiled(c.__module__) for c in kind.__mro__[:-1])
+
+
+def compiled(module_name: str) -> bool:
+    if module_name in sys.builtin_module_names:
+        return True
+    where = getattr(sys.modules.get(module_name), "__file__", None) or ""
+    return where.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
 
 
 def differences(a: Any, b: Any, path: Where = ()) -> list[Where]:
