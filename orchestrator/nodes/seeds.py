@@ -25,7 +25,7 @@ from langgraph.runtime import Runtime
 from orchestrator.base.actionlog import Event
 from orchestrator.base.execution import tail
 from orchestrator.base.files import from_disk, write_atomic
-from orchestrator.checks import LOG_NAME, copy_code
+from orchestrator.checks import copy_code
 from orchestrator.ideas.arms import CHILD, FINISHED, PARENT, child_arms, read_result, seed_folder, write_result
 from orchestrator.ideas.lineage import COMPARISON_FILE, Lineage
 from orchestrator.ideas.verdict import Comparison, compare
