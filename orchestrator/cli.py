@@ -26,6 +26,7 @@ from orchestrator.training.formal import DEFAULT_MODEL
 from orchestrator.llm.base import MAX_ANSWER_TOKENS
 from orchestrator.run.runs import SetupError, answered_by_text, jobs_line, list_runs, metric_roles_line, metrics_line, run_summary, spent
 from orchestrator.base.files import from_disk
+from orchestrator.ideas.lineage import Lineage, lineage_lines, tree_lines
 from orchestrator.tiny.agent import TINY_AGENT
 
 if TYPE_CHECKING:
@@ -217,12 +218,22 @@ def history(run_id: str = typer.Argument(...), project_root: Path = RootOption) 
         attempts = Workspace(project_root / "workspace").history(branch=f"run/{run_id}")
     except WorkspaceError as exc:
         _bad_input(str(exc))
+    lineage = Lineage.load(project_root / "runs" / run_id)
+    inherited = next((i + 1 for i, a in enumerate(attempts) if lineage and a.sha == lineage.parent_sha), 0)
+    if inherited:  # a child's branch starts at its parent's final commit: those attempts are the parent's
+        console.print(f"the first {inherited} attempts on this branch are run {lineage.parent}'s (up to commit "
+                      f"{lineage.parent_sha[:10]}): python -m orchestrator history {lineage.parent}", soft_wrap=True)
+        attempts = attempts[inherited:]
     table = Table(title=f"run {run_id}: {len(attempts)} attempts")
     for column in ("commit", "node", "attempt", "outcome", "files", "tokens", "when"):
         table.add_column(column)
     for a in attempts:
         table.add_row(a.sha[:10], a.node, str(a.attempt), a.outcome, ", ".join(a.files), str(a.tokens), a.when)
     console.print(table)
+    tree = tree_lines(project_root, run_id, {r.run_id: r.status for r in list_runs(project_root)})
+    if len(tree) > 1:
+        console.print("tree of runs (parent -> children, the idea each tried):\n" + "\n".join(tree), markup=False,
+                      highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -258,6 +269,8 @@ def status(run_id: Optional[str] = typer.Argument(None, help="default: the lates
         console.print(f"  {jobs_line(info['jobs'])}", markup=False, highlight=False, soft_wrap=True)
     if info["last_error"]:
         console.print(f"  last error: {info['last_error']}")
+    for line in lineage_lines(project_root, run_id):
+        console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("list")
@@ -294,6 +307,62 @@ def report(run_id: Optional[str] = typer.Argument(None, help="default: the lates
     with _one_line_endings(stops=False):
         path = write_page(project_root, run_id, pipeline)
     console.print(str(path), markup=False, highlight=False, soft_wrap=True)
+    if open_page and not webbrowser.open(path.as_uri()):
+        console.print(f"no browser could be started here: open {path.as_uri()} yourself", soft_wrap=True)
+
+
+@app.command("try")
+def try_command(
+    run_id: str = typer.Argument(..., help="the parent run, whose formal run finished"),
+    idea: Optional[str] = typer.Argument(None, help="the idea's number or heading in RUN's future_improvements.md"),
+    idea_text: Optional[str] = typer.Option(None, "--idea", help="an idea of your own, as text, instead"),
+    seeds: int = typer.Option(3, help="seeds of each arm (the parent's formal run is the first of the parent's)"),
+    llm: Optional[str] = typer.Option(None, help="default: the parent's backend (a replayed parent: its recorded "
+                                                 "answers for the idea)"),
+    max_cost: Optional[float] = typer.Option(None, help="USD cap for the child run"),
+    max_tokens: Optional[int] = typer.Option(None, help="token cap for the child run"),
+    max_attempts: int = typer.Option(5, help="fix attempts per failing check before the child is blocked"),
+    max_answer_tokens: int = typer.Option(MAX_ANSWER_TOKENS, help="the most output tokens one LLM answer may use "
+                                                                  "(left so with the parent's backend: the parent's)"),
+    max_context: Optional[int] = typer.Option(None, help="the LLM server's context length in tokens (default: the "
+                                                         "parent's, else as the server says)"),
+    child_id: Optional[str] = typer.Option(None, "--run-id", help="default: RUN-idea-N"),
+    project_root: Path = RootOption,
+) -> None:
+    """Try one idea of a run as a child run: the idea's edits, every check, the parent's plan on the same seeds for
+    both arms, and the verdict (runs/compare-RUN-vs-CHILD.html)."""
+    from orchestrator.run.state import Limits
+    from orchestrator.trying import try_idea
+
+    limits = Limits(max_cost_usd=max_cost, max_tokens=max_tokens, max_attempts_per_check=max_attempts,
+                    max_answer_tokens=max_answer_tokens, max_context_tokens=max_context)
+    with _one_line_endings(), _progress() as on_event:
+        outcome = try_idea(project_root, run_id, idea, idea_text, seeds=seeds, llm=llm, limits=limits,
+                           run_id=child_id, on_event=on_event)
+    for line in lineage_lines(project_root, outcome.run_id):
+        console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"  compare: python -m orchestrator compare {run_id} {outcome.run_id}")
+    _finish(outcome)
+
+
+@app.command()
+def compare(run_ids: list[str] = typer.Argument(..., help="two runs or more; the first is the baseline"),
+            open_page: bool = typer.Option(False, "--open", help="open the page in the default browser"),
+            project_root: Path = RootOption) -> None:
+    """Write runs/compare-A-vs-B.html: the runs' curves overlaid (each seed thin, the mean thick), the verdict of
+    each against the first, the diff of their generated files, their tokens and cost; print its path and verdicts."""
+    import webbrowser
+
+    from orchestrator.page.compare import verdicts, write_compare_page
+
+    with _one_line_endings(stops=False):
+        path = write_compare_page(project_root, run_ids)
+        found = {other: verdicts(project_root, run_ids[0], other) for other in run_ids[1:]}
+    console.print(str(path), markup=False, highlight=False, soft_wrap=True)
+    for other, comparison in found.items():
+        console.print(f"{other} against {run_ids[0]}:", markup=False, highlight=False)
+        for metric in comparison.metrics:
+            console.print(f"  {metric.line}", markup=False, highlight=False, soft_wrap=True)
     if open_page and not webbrowser.open(path.as_uri()):
         console.print(f"no browser could be started here: open {path.as_uri()} yourself", soft_wrap=True)
 

@@ -7,7 +7,10 @@ for that triple; its `helper_readme.md` is what the orchestrator renders from it
 first guess from the config's field names is recorded as the answer); `log_format.json`, the recorded
 log-format answer (otherwise none is recorded: the first guess reads the log); `metric_roles.json`, the recorded
 answer naming the log's keys the first guess could not give a role (otherwise none is recorded); `future_improvements.md`,
-the recorded review (otherwise a review about GRPO itself, in no game's words).
+the recorded review (otherwise a review about GRPO itself, in no game's words); `idea_edits.md`, the recorded
+answers of `apply_idea` for ideas of that review, one `## title` section each (the title of the idea, the answer's
+SEARCH/REPLACE edits), kept beside the transcript's replies for a child of the demo run to replay (`python -m
+orchestrator try RUN N`, orchestrator.trying).
 
 The transcript is assembled from the example's files (Step 3's answer: the CUSTOMIZE sections of the
 reference `train.py`, as the template's markers delimit them) with two real faults put into the recorded
@@ -33,9 +36,12 @@ from orchestrator.llm.edits import sections_answer
 from orchestrator.training.formal import FormalSpec
 from orchestrator.training.logformat import LOG_FORMAT_FILE
 from orchestrator.training.metric_roles import METRIC_ROLES_FILE
+from orchestrator.ideas.catalog import read_ideas
+from orchestrator.nodes.idea import NODE as APPLY_IDEA
 from orchestrator.nodes.review import IDEAS_FILE
 from orchestrator.sources.roles import ConfigRoles, corrections, parses_command_line, suggest_roles, validate_roles
 from orchestrator.runner import RunOutcome, check_project_root, check_source_of_truth, start_run
+from orchestrator.trying import IDEA_KEY, IDEAS_KEY
 from orchestrator.run.runs import SetupError
 from orchestrator.sources.template import holes, read_sections
 from orchestrator.tiny.agent import TINY_AGENT
@@ -43,6 +49,7 @@ from orchestrator.tiny.agent import TINY_AGENT
 PROJECT = Path(__file__).resolve().parents[1]
 EXAMPLES = PROJECT / "examples"
 DEFAULT_EXAMPLE = "cleanup"
+IDEA_EDITS_FILE = "idea_edits.md"
 
 # the formal run of the demo, by role: short, on a CPU, still logging samples and evaluations; groups of 4 episodes
 # of 3 turns, so that most groups' returns differ and most updates have a gradient (benchmarks/flat_groups.py: every
@@ -190,7 +197,8 @@ def transcript(ex: Example) -> dict:
           if (log_format := ex.recorded(LOG_FORMAT_FILE)) else []),
         *([reply("metric_roles", f"```json\n{metric_roles}```", 900, 40)]
           if (metric_roles := ex.recorded(METRIC_ROLES_FILE)) else []),
-    ]}
+    ], IDEAS_KEY: [{**reply(APPLY_IDEA, idea.text + "\n", 31000, 240), IDEA_KEY: idea.title}
+                   for idea in read_ideas(ex.recorded(IDEA_EDITS_FILE))]}
 
 
 def checked_transcript(ex: Example) -> dict:

@@ -297,4 +297,7 @@ def test_graph_shape_is_stable():
     expected += [f"{a} -.-> {b}" for a, b in zip(chain, chain[1:]) if a != "review"]
     expected += [f"{node} -.-> finish" for node in chain[:-1]]
     expected += [f"{check} -.-> fix" for check in ("rules", "import_check", "runtime_check", "formal_train")]
+    # a child run (orchestrator.ideas): its idea applied before the checks, both arms' seeds trained before the review
+    expected += ["generate_launch -.-> apply_idea", "apply_idea -.-> rules", "apply_idea -.-> finish",
+                 "formal_train -.-> seed_runs", "seed_runs -.-> review", "seed_runs -.-> finish"]
     assert edges == sorted(expected)

@@ -7,8 +7,10 @@ never glued to the cut one."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 _REL = "./"  # a path stored relative to the project root
 
@@ -68,6 +70,15 @@ def project_root_of(run_dir: Path) -> Path:
     """The project root that holds a run's folder (PROJECT/runs/RUN_ID): what the paths stored in it are
     relative to."""
     return Path(run_dir).parent.parent
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in the file at `path`; None when it is missing, damaged or holds no object."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def same_place(planned: object, found: object, root: Path) -> bool:

@@ -292,6 +292,23 @@ class Workspace:
         with _git_errors(f"cannot list the branches of {self.root}"):
             return name in self.repo.heads
 
+    def branch_sha(self, name: str) -> str:
+        """The commit branch ``name`` points at (a run's final commit: ``run/RUN_ID``)."""
+        with _git_errors(f"cannot resolve branch {name}"):
+            return self.repo.heads[name].commit.hexsha
+
+    def read_at(self, sha: str, rel: str) -> str | None:
+        """The text of ``rel`` in commit ``sha``; None when the commit has no such file."""
+        try:
+            return self.repo.git.show(f"{sha}:{rel}")
+        except ANY_GIT_ERROR:
+            return None
+
+    def branch_at(self, name: str, sha: str) -> None:
+        """A new branch ``name`` at commit ``sha``, not checked out (a child run's, from its parent's final commit)."""
+        with _git_errors(f"cannot create branch {name} at {sha[:10]}"):
+            self.repo.create_head(name, sha)
+
     def damage(self, branch: str) -> str:
         """What is wrong with `branch` and the history it needs, as `git fsck` finds it: its ref, and every commit,
         tree and file of its history present; '' when nothing is. HEAD naming a missing branch is said too."""

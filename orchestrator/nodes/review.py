@@ -7,6 +7,7 @@ from pathlib import Path
 from langgraph.runtime import Runtime
 
 from orchestrator.base.actionlog import Event
+from orchestrator.ideas.catalog import IDEAS_FILE
 from orchestrator.llm.asking import ask
 from orchestrator.llm.edits import WHOLE_FILE_FORMAT, parse_files
 from orchestrator.base.execution import tail
@@ -17,7 +18,6 @@ from orchestrator.llm.prompts import file_blocks, render
 from orchestrator.base.files import from_disk
 from orchestrator.run.state import GENERATED_DIR, RunContext, RunState, attempt_count
 
-IDEAS_FILE = "future_improvements.md"
 SAMPLE_CHARS = 12000
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
+from orchestrator.ideas.lineage import Lineage
 from orchestrator.run.state import GENERATED_DIR, SOURCE_FILES, RunContext, RunState, attempt_count
 
 # grpo_config.py values may be tuned by a run, so an existing copy is kept; the others are always restored
@@ -29,4 +30,6 @@ def setup(state: RunState, runtime: Runtime[RunContext]) -> dict:
     ctx.on_event(f"setup: workspace branch run/{ctx.run_id} ready")
     attempts = ([{"node": "setup", "attempt": attempt, "outcome": "ok", "sha": sha, "tokens": 0, "cost_usd": 0.0}]
                 if sha else [])
-    return {"run_id": ctx.run_id, "status": "running", "attempts": attempts}
+    lineage = Lineage.load(ctx.run_dir)  # a child run: the idea it tries (orchestrator.ideas)
+    return {"run_id": ctx.run_id, "status": "running", "attempts": attempts,
+            **({"idea": lineage.idea.to_dict()} if lineage else {})}

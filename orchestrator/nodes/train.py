@@ -21,21 +21,21 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from langgraph.runtime import Runtime
 
 from orchestrator.base.actionlog import Event
-from orchestrator.llm.asking import ask
-from orchestrator.training.chain import CANCELLED, CHAIN_FILE, Chain, Plan, Situation, restarts, run_chain
+from orchestrator.llm.asking import Answer, ask
+from orchestrator.training.chain import CANCELLED, CHAIN_FILE, Chain, ChainEnd, Plan, Situation, restarts, run_chain
 from orchestrator.training.checkpoints import latest_update, link_restart_point
 from orchestrator.checks import LOG_NAME, SAMPLE_LOG_NAME, copy_code, find_log, fingerprint
 from orchestrator.base.execution import tail
-from orchestrator.faults import DISK_FAULTS, cause_of
+from orchestrator.faults import DISK_FAULTS, Cause, cause_of
 from orchestrator.sources.config_file import ConfigFile, read_config, value_kind
-from orchestrator.training.formal import (DEFAULT_MODEL, is_stand_in, memory_text, mostly_unparseable,
-                                 parse_proposal, token_cap_raise, vet)
+from orchestrator.training.formal import (DEFAULT_MODEL, given_values, is_stand_in, memory_text, mostly_unparseable,
+                                          parse_proposal, token_cap_raise, vet)
 from orchestrator.run.limits import Cancelled, MachineFault, ensure_budget
 from orchestrator.training.manifest import record_job_config, record_jobs, saved_job_config, write_manifest
 from orchestrator.training.logformat import LogFormat, event_files, read_log
@@ -75,8 +75,15 @@ def formal_model(ctx: RunContext, machine: ProbeResult) -> str:
 
 def plan(ctx: RunContext, machine: ProbeResult, model: str, config_file: ConfigFile, roles: ConfigRoles,
          adjustments: dict):
-    current = {**config_file.defaults, **roles.to_fields({"model": model})}
     use_slurm = ctx.formal.use_slurm and machine.slurm
+    if ctx.formal.plan:  # given whole (a child run trains with its parent's plan): vetted like a proposal, no LLM
+        given = given_values(ctx.formal, ctx.workspace.read(f"{GENERATED_DIR}/grpo_config.py") or "", roles)
+        try:
+            return Answer(vet({**given, **adjustments, **ctx.formal.pinned}, config_file, roles, model, machine,
+                              use_slurm))
+        except ValueError as exc:
+            return Answer(None, error=f"the given plan: {exc}")
+    current = {**config_file.defaults, **roles.to_fields({"model": model})}
     site = site_options(ctx.generated, ctx.formal.sbatch_options, ()) if use_slurm else {}
     summary = machine.summary() + (f"\nsbatch options (the job's): {describe_options(site)}" if use_slurm else "")
     prompt = render("plan_formal", ctx.prompts_dir, probe_summary=summary, model=model, current=current,
@@ -90,7 +97,7 @@ def plan(ctx: RunContext, machine: ProbeResult, model: str, config_file: ConfigF
                cache_prefix=file_blocks({"grpo_config.py": grpo_config}), max_tokens=4000)
 
 
-def describe(progress: Progress, planned_updates: int | None = None) -> str:
+def describe(progress: Progress, planned_updates: int | None = None, prefix: str = "formal_train: ") -> str:
     """The progress line; the total is the log's, else the plan's, else left out."""
     total = progress.total_updates or planned_updates
     eta = f", ETA {progress.eta_seconds:.0f} s" if progress.eta_seconds is not None else ""
@@ -98,7 +105,7 @@ def describe(progress: Progress, planned_updates: int | None = None) -> str:
     values = "".join(f" {name} {value:.4g}" for name, value in (("reward", progress.reward_mean), ("loss", progress.loss))
                      if value is not None)
     where = "no update yet" if progress.update is None else f"update {progress.update}{f'/{total}' if total else ''}"
-    return f"formal_train: {where}{episode}{values}{eta}"
+    return f"{prefix}{where}{episode}{values}{eta}"
 
 
 def evidence_of(result: JobResult, log_tail: str) -> dict:
@@ -184,6 +191,22 @@ def small_issue_fix(state: RunState, ctx: RunContext, model: str, config: dict, 
     return {"evidence": None}
 
 
+def delivered_values(config: dict, roles: ConfigRoles, defaults: dict) -> dict:
+    """What reaches train.py of a vetted config: every scalar value (a flag or a default written into
+    grpo_config.py), so nothing hard-coded elsewhere silently wins over the plan; a config file gets only what
+    differs from its defaults."""
+    if roles.delivery == CLI:
+        return {k: v for k, v in config.items() if value_kind(v) != "other"}
+    return {k: v for k, v in config.items() if v != defaults.get(k)}
+
+
+def disk_cause(result: JobResult) -> Cause | None:
+    """Why a job failed when its saves met a full or read-only disk (the machine's fault, not the code's); None
+    when they did not."""
+    disk = cause_of(f"{result.stderr_tail}\n{result.stdout_tail}") if result.status == "failed" else None
+    return disk if disk is not None and disk.machine and disk.fault in DISK_FAULTS else None
+
+
 def collect_logs(folder: Path) -> None:
     """train.logs and Sample_EP.logs copied to the top of the attempt's folder from wherever below it the
     template wrote them."""
@@ -243,10 +266,7 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     config = {**config, **roles.to_fields({"output_folder": str(folder / OUTPUTS), "log_folder": str(folder / LOGS),
                                            "resume_from": "latest"})}
     first_cause, first_note = restart_point(state, ctx, folder, attempt, resumable) if fresh else ("start", "")
-    # every vetted scalar value is passed (a flag or a default written into grpo_config.py), so nothing
-    # hard-coded elsewhere silently wins over the plan; the config file gets only what changed
-    delivered = ({k: v for k, v in config.items() if value_kind(v) != "other"} if roles.delivery == CLI
-                 else {k: v for k, v in config.items() if v != defaults.get(k)})
+    delivered = delivered_values(config, roles, defaults)
     args = deliver(roles, delivered, ctx.generated / "grpo_config.py")
     code = folder / CODE
     if not code.is_dir():  # a recorded job's code stays as it was when the job started
@@ -289,33 +309,8 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
         ctx.log.record(Event(ctx.run_id, "formal_train", "restart_point", "a fix restarts from the last sound "
                              "checkpoint, not from update 0", first_note))
         ctx.on_event(f"formal_train: {first_note}")
-    planned = roles.read(config).get("updates_total")
-
-    def start(plan: Plan):
-        job_args = deliver(roles, {**delivered, **plan.changes}, code / "grpo_config.py") if plan.changes else args
-        return make_job(code / LAUNCH_SCRIPT, job_args, use_slurm=use_slurm, log_path=folder / LOG_NAME,
-                        locate_log=lambda: find_log(folder),
-                        locate_samples=lambda: find_log(folder, SAMPLE_LOG_NAME), timeout_s=ctx.formal.timeout_s,
-                        poll_s=ctx.formal.poll_s,
-                        monitor=replace(MonitorConfig(), hang_seconds=ctx.formal.hang_seconds),
-                        on_progress=lambda p: ctx.on_event(describe(p, planned)), record=record,
-                        log_format=log_format, cluster=machine.cluster(),
-                        sbatch_options=[*ctx.formal.sbatch_options, *plan.options])
-
-    def situation(result: JobResult, plan: Plan, jobs: int, before: int | None) -> Situation:
-        request = node_request((code / LAUNCH_SCRIPT).read_text(),
-                               [*env_options(os.environ), *ctx.formal.sbatch_options, *plan.options])
-        return Situation(resumable, jobs, ctx.formal.max_jobs, latest_update(folder), before, request,
-                         machine.cluster(), {**config, **plan.changes}, roles, plan,
-                         f"python -m orchestrator resume {ctx.run_id}")
-
-    def on_step(line: str) -> None:
-        ctx.log.record(Event(ctx.run_id, "formal_train", "resubmit" if chain.running else "cluster_ending",
-                             "the cluster ended the job: no fix is paid for", line))
-        ctx.on_event(f"formal_train: {line}")
-
-    end = run_chain(chain, start, record, first_cause=first_cause, first_note=first_note, outputs=folder,
-                    situation=situation, run=runner_in(code), on_step=on_step)
+    job = JobSpec(config, delivered, args, roles, log_format, record, resumable)
+    end = follow_jobs(ctx, machine, chain, folder, code, job, first_cause=first_cause, first_note=first_note)
     result = end.result
     for name, text in (("job.stdout", result.stdout_tail), ("job.stderr", result.stderr_tail)):
         (folder / name).write_text(text)
@@ -324,8 +319,8 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
         stopped = {"check": "formal_train", "kind": end.stop.status, "summary": end.stop.reason,
                    "text": end.stop.reason}
         raise (Cancelled(end.stop.reason) if end.stop.status == CANCELLED else MachineFault(end.stop.reason, stopped))
-    disk = cause_of(f"{result.stderr_tail}\n{result.stdout_tail}") if result.status == "failed" else None
-    if disk is not None and disk.machine and disk.fault in DISK_FAULTS:  # its saves met a full or read-only disk
+    disk = disk_cause(result)
+    if disk is not None:
         record.unlink(missing_ok=True)  # `resume` starts the next job, from the last checkpoint it saved
         reason = (f"the formal job failed on the machine, not the code: {disk.remedy}; then "
                   f"`python -m orchestrator resume {ctx.run_id}` goes on from its last checkpoint")
@@ -371,6 +366,58 @@ def formal_train(state: RunState, runtime: Runtime[RunContext]) -> dict:
     record_row["anomaly"] = {"kind": evidence["kind"], "summary": evidence["summary"],
                              "update": None if mismatch else where["anomaly_update"]}
     return {**update, **with_budget(state, ctx, evidence)}
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What a formal job is launched with: the vetted config, the values delivered to train.py (and the launch
+    script's arguments they became), how its config and logs are read, its record (runs/RUN/jobs/NAME.json)."""
+
+    config: dict
+    delivered: dict
+    args: list[str]
+    roles: ConfigRoles
+    log_format: LogFormat
+    record: Path
+    resumable: bool
+
+
+def follow_jobs(ctx: RunContext, machine: ProbeResult, chain: Chain, folder: Path, code: Path, job: JobSpec, *,
+                first_cause: str = "start", first_note: str = "", node: str = "formal_train",
+                label: str = "") -> ChainEnd:
+    """The formal run's chain of jobs (one job, or the next ones after a cluster's endings: time limits, requeues,
+    lost nodes), launched from `code` into `folder` and watched until one ends in a way that is not the cluster's.
+    Progress lines are `NODE: [LABEL ]update k/N ...`."""
+    use_slurm = ctx.formal.use_slurm and machine.slurm
+    planned = job.roles.read(job.config).get("updates_total")
+    prefix = f"{node}: {label} " if label else f"{node}: "
+
+    def start(plan: Plan):
+        job_args = (deliver(job.roles, {**job.delivered, **plan.changes}, code / "grpo_config.py") if plan.changes
+                    else job.args)
+        return make_job(code / LAUNCH_SCRIPT, job_args, use_slurm=use_slurm, log_path=folder / LOG_NAME,
+                        locate_log=lambda: find_log(folder),
+                        locate_samples=lambda: find_log(folder, SAMPLE_LOG_NAME), timeout_s=ctx.formal.timeout_s,
+                        poll_s=ctx.formal.poll_s,
+                        monitor=replace(MonitorConfig(), hang_seconds=ctx.formal.hang_seconds),
+                        on_progress=lambda p: ctx.on_event(describe(p, planned, prefix)),
+                        record=job.record, log_format=job.log_format, cluster=machine.cluster(),
+                        sbatch_options=[*ctx.formal.sbatch_options, *plan.options])
+
+    def situation(result: JobResult, plan: Plan, jobs: int, before: int | None) -> Situation:
+        request = node_request((code / LAUNCH_SCRIPT).read_text(),
+                               [*env_options(os.environ), *ctx.formal.sbatch_options, *plan.options])
+        return Situation(job.resumable, jobs, ctx.formal.max_jobs, latest_update(folder), before, request,
+                         machine.cluster(), {**job.config, **plan.changes}, job.roles, plan,
+                         f"python -m orchestrator resume {ctx.run_id}")
+
+    def on_step(line: str) -> None:
+        ctx.log.record(Event(ctx.run_id, node, "resubmit" if chain.running else "cluster_ending",
+                             "the cluster ended the job: no fix is paid for", line))
+        ctx.on_event(prefix + line)
+
+    return run_chain(chain, start, job.record, first_cause=first_cause, first_note=first_note, outputs=folder,
+                     situation=situation, run=runner_in(code), on_step=on_step)
 
 
 def restart_point(state: RunState, ctx: RunContext, folder: Path, attempt: int, resumable: bool) -> tuple[str, str]:

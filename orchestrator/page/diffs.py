@@ -60,9 +60,19 @@ def _count(text: str) -> int | None:
 @functools.lru_cache(maxsize=512)
 def commit_diff(workspace: str, sha: str) -> CommitDiff:
     """The diff of commit `sha` in the git repository at `workspace`."""
+    return _diff(workspace, ["show", "--format="], [sha], [], f"git show {sha[:10]}")
+
+
+def range_diff(workspace: str, base: str, head: str, under: str = "") -> CommitDiff:
+    """The diff from commit `base` to commit `head` (two runs' final commits), of the files below `under`."""
+    return _diff(workspace, ["diff"], [base, head], [under] if under else [], f"git diff {base[:10]} {head[:10]}")
+
+
+def _diff(workspace: str, command: list[str], commits: list[str], paths: list[str], what: str) -> CommitDiff:
+    """`git COMMAND --numstat` lists the files; one `--patch` gives those whose change is small enough to read."""
     try:
-        repo = git.Repo(workspace)
-        stats = repo.git.show("--format=", "--numstat", "--no-renames", sha).splitlines()
+        git_ = git.Repo(workspace).git
+        stats = git_.execute(["git", *command, "--numstat", "--no-renames", *commits, "--", *paths]).splitlines()
         files, budget = [], COMMIT_LINES
         for row in stats:
             added, deleted, path = row.split("\t", 2)
@@ -71,11 +81,11 @@ def commit_diff(workspace: str, sha: str) -> CommitDiff:
             budget -= size if shown else 0
             files.append(FileChange(path, _count(added), _count(deleted), shown))
         wanted = [f.path for f in files if f.shown]
-        patch = (repo.git.show("--format=", "--patch", "--no-color", "--no-renames", sha, "--", *wanted)
+        patch = (git_.execute(["git", *command, "--patch", "--no-color", "--no-renames", *commits, "--", *wanted])
                  if wanted else "")
     except ANY_GIT_ERROR as exc:
-        return CommitDiff(error=f"git show {sha[:10]} failed: {' '.join(str(exc).split())[:300]}")
-    # escaped once per commit here, not at every rewrite of the page: a generated train.py is a thousand lines
+        return CommitDiff(error=f"{what} failed: {' '.join(str(exc).split())[:300]}")
+    # escaped once per diff here, not at every rewrite of the page: a generated train.py is a thousand lines
     line_html = Markup('<span class="{}">{}</span>')
     return CommitDiff(tuple(files), Markup("").join(line_html.format(line_kind(line), line)
                                                     for line in patch.splitlines()))

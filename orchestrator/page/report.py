@@ -9,6 +9,8 @@ orchestrator report` write the same page):
   from the nodes named in `events.jsonl`, in order;
 * every attempt (state.json): its outcome, tokens and cost, the evidence its fix was shown, a refused
   answer's reason, the model's answer, and the coloured diff of its commit (orchestrator.page.diffs);
+* the tree of runs it belongs to (parent -> children, the idea each tried: orchestrator.ideas.lineage), with links
+  to the comparison pages that name it;
 * each formal attempt's curves (orchestrator.training.plots' PNGs, inlined), with the anomaly that stopped it;
   while a formal job runs, its curves are drawn from its live train.logs; a formal run that took several SLURM
   jobs lists them (orchestrator.training.chain: each job's cause and ending, the update each went on from);
@@ -35,6 +37,8 @@ from markupsafe import Markup
 
 from orchestrator.base.actionlog import ActionLog
 from orchestrator.base.files import write_atomic
+from orchestrator.ideas.lineage import tree_lines
+from orchestrator.page.compare import compare_pages, compared_runs, write_compare_page
 from orchestrator.page.diffs import CommitDiff, commit_diff
 from orchestrator.page.pipeline import END, START, Pipeline, highlight_css, path_taken, pipeline_svg
 from orchestrator.training.plots import PLOT_METRICS, PLOTS_DIR, write_curves
@@ -176,6 +180,7 @@ def render_page(project_root: Path, run_id: str, pipeline: Pipeline | None) -> s
         attempts=views, cost_rows=_cost_rows(summary["ledger"], summary["answered_by"]), caps=_caps(summary),
         svg=Markup(svg), svg_note=svg_note, highlight=Markup(css), skipped=state.get("skipped") or [],
         evidence=evidence if status not in ("done", "running") else {},
+        tree=tree_lines(project_root, run_id), compare_pages=compare_pages(run_dir.parent, run_id),
         updated=_as_of(state, running), open_diff_lines=OPEN_DIFF_LINES,
         metric_roles_line=metric_roles_line(summary["metric_roles"]) if summary["metric_roles"] else "")
 
@@ -189,7 +194,11 @@ def _as_of(state: Mapping[str, Any], running: bool) -> str:
 
 
 def write_page(project_root: Path, run_id: str, pipeline: Pipeline | None) -> Path:
-    """Render the page and replace `runs/RUN_ID/report.html` with it atomically; its path."""
-    path = Path(project_root).resolve() / "runs" / run_id / PAGE_NAME
+    """Render the page and replace `runs/RUN_ID/report.html` with it atomically; its path. The comparison pages
+    that name the run (orchestrator.page.compare) are written again with it, so they show how it stands."""
+    root = Path(project_root).resolve()
+    path = root / "runs" / run_id / PAGE_NAME
     write_atomic(path, render_page(project_root, run_id, pipeline))
+    for name in compare_pages(root / "runs", run_id):
+        write_compare_page(root, compared_runs(name))
     return path

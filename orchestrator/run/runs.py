@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.base.files import from_disk, project_root_of, to_disk
+from orchestrator.base.files import from_disk, project_root_of, read_json, to_disk
 from orchestrator.base.halt import halt_point
 from orchestrator.run.journal import Journal
 from orchestrator.base.files import write_atomic
@@ -363,11 +363,7 @@ def write_state(run_dir: Path, status: str, exit_reason: str, values: Mapping[st
 
 def read_state(run_dir: Path) -> dict[str, Any] | None:
     """state.json, or None when it is missing or damaged."""
-    try:
-        data = json.loads((run_dir / STATE_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    return read_json(run_dir / STATE_FILE)
 
 
 def run_summary(project_root: Path, run_id: str) -> dict[str, Any]:

@@ -53,6 +53,7 @@ class RunState(TypedDict, total=False):
     adjustments: dict[str, Any]  # config values raised after a finished formal run (small issues)
     restart_formal: bool  # a small issue was fixed by a config value: run formal_train again
     check_pace: dict[str, Any]  # Pace.to_dict(): the runtime check's seconds per update and values, for time estimates
+    idea: dict[str, Any]  # a child run's idea (orchestrator.ideas): apply_idea and seed_runs run where it is set
 
 
 @dataclass(frozen=True)

@@ -274,6 +274,13 @@ def set_values(config_text: str, values: dict[str, Any]) -> str:
     return text
 
 
+def default_sources(config_text: str) -> dict[str, str]:
+    """Each GRPOConfig field's default as its source text (normalised by the AST), read without running the file;
+    a field without a default is left out."""
+    return {node.target.id: ast.unparse(node.value) for node in _config_assignments(ast.parse(config_text))
+            if node.value is not None}
+
+
 def _config_assignments(tree: ast.Module) -> list[ast.AnnAssign]:
     classes = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == CONFIG_CLASS]
     if not classes:

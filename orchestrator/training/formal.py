@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from orchestrator.sources.config_file import ConfigFile
+from orchestrator.sources.config_file import ConfigFile, default_sources
 from orchestrator.llm.json_answer import json_object
 from orchestrator.training.machine import ProbeResult
 from orchestrator.sources.roles import ConfigRoles
@@ -32,6 +32,24 @@ class FormalSpec:
     sbatch_options: tuple[str, ...] = ()  # the researcher's --sbatch-option KEY=VALUE, as sbatch's --KEY=VALUE
     max_jobs: int = 20  # SLURM jobs one process follows in a formal run's chain (time limits, preemptions, ...)
     poll_s: float | None = None  # between two looks at the formal job (None: 2 s for a local job, 30 s for SLURM)
+    plan: dict[str, Any] = field(default_factory=dict)  # a whole plan, given (a child run trains with its parent's)
+    plan_config: str = ""  # the grpo_config.py text the given plan was made for
+
+
+# a given plan's training length and seed are kept whatever the config's defaults say now
+KEPT_ROLES = ("updates_total", "episodes_total", "random_seed")
+OWN_ROLES = ("output_folder", "log_folder", "resume_from")  # each attempt's own: never taken from a given plan
+
+
+def given_values(spec: FormalSpec, config_text: str, roles: ConfigRoles) -> dict[str, Any]:
+    """The values of the plan `spec` gives, for the config as it is now: a field whose default was changed since
+    the plan was made (an idea's edit, a fix) keeps its new value, except the training length and the seed; the
+    folders an attempt writes to are its own."""
+    changed = {name for name, text in default_sources(config_text).items()
+               if default_sources(spec.plan_config).get(name) != text} if spec.plan_config else set()
+    changed |= {roles.field_of(role) for role in OWN_ROLES} - {None}
+    kept = {roles.field_of(role) for role in KEPT_ROLES} - {None}
+    return {name: value for name, value in spec.plan.items() if name not in changed or name in kept}
 
 
 def parse_proposal(text: str) -> dict[str, Any]:
