@@ -106,7 +106,7 @@ def parses_command_line(*texts: str) -> bool:
 
 def validate_roles(answer: dict[str, Any], kinds: dict[str, str], *, cli_possible: bool) -> ConfigRoles:
     """The LLM's answer {"roles": {role: field | null}, "delivery": ...} checked against the real
-    config's fields and their kinds (config_file.field_kinds); ValueError listing every problem."""
+    config's fields and their kinds (`config_file.read_config(path).kinds`); ValueError listing every problem."""
     if not isinstance(answer, dict) or not isinstance(answer.get("roles"), dict):
         raise ValueError('the answer must be a JSON object {"roles": {ROLE: FIELD or null, ...}, "delivery": ...}')
     problems: list[str] = []
