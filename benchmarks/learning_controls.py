@@ -14,7 +14,8 @@ Each control is the test's seed (`learning_run.measure` on Cleanup) with one thi
 
 `coin` and `negated` change one line of the copied train.py (the returns that `assign_advantages` normalises); the
 source of truth and the reference set are untouched. The report prints each control's statistic per seed and its
-highest value, beside the test's threshold.
+highest value, beside the test's threshold; the test sums two runs (seeds 2k and 2k + 1), so the report sums each
+such pair measured, and its highest is the highest pair.
 """
 
 from __future__ import annotations
@@ -100,15 +101,18 @@ def run_control(control: str, folder: Path, model: str, seed: int, work: Path) -
 def report(rows: list[dict[str, Any]], threshold: float = LEARNING_THRESHOLD) -> None:
     print(f"\n{GAME}: the test's statistic (held-out reward, trained minus warm start, sampled + greedy) under each "
           f"control; the test's threshold {threshold:g}")
-    print("| control | seeds | sampled | greedy | sampled + greedy | highest |")
-    print("|---|---|---|---|---|---|")
+    print("| control | seeds | sampled | greedy | sampled + greedy | pairs 2k, 2k + 1 summed (the test's) | highest |")
+    print("|---|---|---|---|---|---|---|")
     for control in CONTROLS:
         runs = sorted((r for r in rows if r["control"] == control and "gains" in r), key=lambda r: r["seed"])
         if runs:
-            sums = [learning_statistic(r["gains"]) for r in runs]
+            sums = {r["seed"]: learning_statistic(r["gains"]) for r in runs}
+            pairs = {seed: sums[seed] + sums[seed + 1] for seed in sums if seed % 2 == 0 and seed + 1 in sums}
             print(f"| {control} | {' '.join(str(r['seed']) for r in runs)} | "
                   + " | ".join(", ".join(f"{r['gains'][mode]:+.3f}" for r in runs) for mode in MODES)
-                  + f" | {', '.join(f'{s:+.3f}' for s in sums)} | {max(sums):+.3f} |")
+                  + f" | {', '.join(f'{v:+.3f}' for v in sums.values())}"
+                  + f" | {', '.join(f'{a}+{a + 1}: {v:+.3f}' for a, v in pairs.items()) or '-'}"
+                  + f" | {max(pairs.values()) if pairs else max(sums.values()):+.3f} |")
     real = [r for r in rows if "real_gains" in r]
     if real:
         print("the real runs the noise came from: " + ", ".join(f"{learning_statistic(r['real_gains']):+.3f}"

@@ -24,7 +24,7 @@ import resource
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +82,9 @@ RECIPES: dict[str, Recipe] = {
     "staghunt": Recipe(updates=8, group=6, turns=5, cap=40, lr=1e-3, game={"grid_size": 5},
                        training={"lr_scheduler_type": "constant", "warmup_ratio": 0.0}, boards=8),
 }
+# The recorded 20-seed sweep (results/learning-sweep-8x6.jsonl) and the verdict's lr-0 arm (results/verdict-lr0.jsonl)
+# ran Cleanup's earlier recipe, 8 updates of groups of 6: they keep it, so that they resume and pair as recorded
+RECIPES_8X6: dict[str, Recipe] = {**RECIPES, "cleanup": replace(RECIPES["cleanup"], updates=8, group=6)}
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ the verdict of that arm against the learning arm (the sweep's GRPO runs of the s
     python benchmarks/verdict_arms.py [--seeds 100 101 ...] [--results benchmarks/results/verdict-lr0.jsonl]
     python benchmarks/verdict_arms.py --report            # only the verdicts, from the results files
 
-Each seed trains `learning_run.RECIPES["cleanup"]` from the tiny agent's warm start with the learning rate set to 0,
+Each seed trains `learning_run.RECIPES_8X6["cleanup"]` (the recorded sweep's: 8 updates of 6) from the tiny agent's warm start with the learning rate set to 0,
 on the same game seeds as the sweep's GRPO run of that seed (`learning_sweep.py`: seed k plays game seeds
 k * SEED_SPACING + update), and its train.logs series are appended to the results file as one JSON line (the sweep's
 `train` field, same keys), so the two arms pair seed by seed. A stopped recording goes on where it stopped.
@@ -24,14 +24,15 @@ sys.path.insert(0, str(ROOT))
 
 from held_out import SEED_SPACING  # noqa: E402
 from learning_bench import generated_folder  # noqa: E402
-from learning_run import RECIPES, train, training_args  # noqa: E402
-from learning_sweep import RESULTS as SWEEP, SEEDS, load  # noqa: E402
+from learning_run import RECIPES_8X6 as RECIPES, train, training_args  # noqa: E402
+from learning_sweep import SEEDS, load  # noqa: E402
 
 from orchestrator.ideas.verdict import Arm, SeedRun, compare  # noqa: E402
 from orchestrator.tiny.agent import local_tiny_agent  # noqa: E402
 
 GAME = "cleanup"
 RESULTS = ROOT / "benchmarks" / "results" / "verdict-lr0.jsonl"
+SWEEP = ROOT / "benchmarks" / "results" / "learning-sweep-8x6.jsonl"  # the learning arm, recorded
 REPORTED = (3, 5, 10, 20)  # the first K seeds of both arms
 # the verdict's metrics (orchestrator.ideas.verdict) and the train.logs keys that hold them in the Cleanup template
 METRIC_KEYS = {"reward": "reward_mean", "invalid_action_rate": "invalid_action_rate",

@@ -120,7 +120,7 @@ def logged_arm(folder: Path, run_id: str, runs: dict[int, dict[str, list[float]]
 def test_an_arm_at_learning_rate_0_is_worse_in_reward_than_the_learning_arm_on_the_tiny_agent(tmp_path: Path):
     """The learning benchmark's setting (benchmarks/learning_run.py, RECIPES["cleanup"]: 8 GRPO updates of the tiny
     agent on Cleanup, lr 3e-4): the learning arm is the sweep's 20 recorded runs (seeds 100-119,
-    benchmarks/results/learning-sweep.jsonl), the lr-0 arm the same recipe at learning rate 0 on the same seeds
+    benchmarks/results/learning-sweep-8x6.jsonl: 8 updates of groups of 6), the lr-0 arm the same recipe at learning rate 0 on the same seeds
     (benchmarks/results/verdict-lr0.jsonl, recorded by benchmarks/verdict_arms.py). Recorded, not trained here: one
     training per arm and seed, none at test time, so the verdict is the same on every CPU; what it tests is the
     verdict on real curves of the tiny agent, read back through train.logs as the monitor reads them.
@@ -133,7 +133,7 @@ def test_an_arm_at_learning_rate_0_is_worse_in_reward_than_the_learning_arm_on_t
     vanishingly unlikely. `python benchmarks/verdict_arms.py --report` prints the verdict on the first 3, 5, 10 and
     20 seeds (within noise on 3; worse on 5, 10 and 20), and records the lr-0 arm again on any machine.
     """
-    learning, lr0 = recorded("learning-sweep.jsonl"), recorded("verdict-lr0.jsonl")
+    learning, lr0 = recorded("learning-sweep-8x6.jsonl"), recorded("verdict-lr0.jsonl")
     assert sorted(learning) == sorted(lr0) == list(range(100, 120))
     result = compare(logged_arm(tmp_path, "learning", learning), logged_arm(tmp_path, "lr0", lr0))
     verdicts = {m.metric: m for m in result.metrics}
@@ -145,7 +145,7 @@ def test_an_arm_at_learning_rate_0_is_worse_in_reward_than_the_learning_arm_on_t
 def test_two_arms_of_the_learning_run_on_other_seeds_are_within_noise_on_every_metric(tmp_path: Path):
     """Same code, different seeds: the sweep's learning runs of seeds 100-109 against those of 110-119 (real runs of
     the tiny agent, recorded; the split fixed by the seeds' order)."""
-    learning = recorded("learning-sweep.jsonl")
+    learning = recorded("learning-sweep-8x6.jsonl")
     first = logged_arm(tmp_path, "first", {s: t for s, t in learning.items() if s < 110})
     second = logged_arm(tmp_path, "second", {s: t for s, t in learning.items() if s >= 110})
     result = compare(first, second)
