@@ -37,6 +37,7 @@ import pytest
 import slurm_cluster
 from conftest import ROOT, SOURCE_OF_TRUTH, reference_replies, write_transcript
 
+from orchestrator.base.files import from_disk
 from orchestrator.training.checkpoints import latest_update
 from orchestrator.training.logformat import read_log
 from orchestrator.training.monitor import current_run
@@ -258,7 +259,7 @@ def chained(prepared: Path, where: Path) -> Ending:
     resumed = resume(prepared, where, slow_s=25.0, env={"SBATCH_PARTITION": "short", "SBATCH_TIMELIMIT": "1"})
     resumed.wait_for_update(0)
     folder = resumed.run_dir / "formal-1"
-    command = resumed.record()["command"]
+    command = [from_disk(arg, resumed.project) for arg in resumed.record()["command"]]  # "./REL" in the record
     reference = where / "uninterrupted"
     shutil.copytree(folder / "code", reference)
     args = [arg.replace(str(folder / "outputs"), str(reference / "outputs")).replace(
