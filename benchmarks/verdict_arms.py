@@ -4,10 +4,11 @@ the verdict of that arm against the learning arm (the sweep's GRPO runs of the s
     python benchmarks/verdict_arms.py [--seeds 100 101 ...] [--results benchmarks/results/verdict-lr0.jsonl]
     python benchmarks/verdict_arms.py --report            # only the verdicts, from the results files
 
-Each seed trains `learning_run.RECIPES_8X6["cleanup"]` (the recorded sweep's: 8 updates of 6) from the tiny agent's warm start with the learning rate set to 0,
-on the same game seeds as the sweep's GRPO run of that seed (`learning_sweep.py`: seed k plays game seeds
-k * SEED_SPACING + update), and its train.logs series are appended to the results file as one JSON line (the sweep's
-`train` field, same keys), so the two arms pair seed by seed. A stopped recording goes on where it stopped.
+Each seed trains `learning_run.RECIPES_8X6["cleanup"]` (the recorded sweep's: 8 updates of 6) from the tiny agent's
+warm start with the learning rate set to 0, on the same game seeds as the sweep's GRPO run of that seed
+(`learning_sweep.py`: seed k plays game seeds k * SEED_SPACING + update), and its train.logs series are appended to
+the results file as one JSON line (the sweep's `train` field, same keys), so the two arms pair seed by seed. A
+stopped recording goes on where it stopped.
 """
 
 from __future__ import annotations

@@ -1,17 +1,17 @@
 """GRPO learns the game: after a few GRPO updates the tiny agent scores more on Cleanup boards it never trained on
 than the warm start it began from (the lr-0 control: at learning rate 0 the weights never change).
 
-Two runs of the learning sweep (its seeds 2k and 2k + 1 for the test's seed k), measured by the sweep's own
-function (`benchmarks/learning_run.py`, `measure_seeds`): each 12 GRPO updates of the Cleanup recipe (groups of 4
-five-turn episodes, one board per update, on the config's game at 8 x 6 cells, lr 3e-4 held after its warm-up, the
-config's KL to the warm start, an invalid action at -0.3 in training) on its own boards, then the warm start and both trained models play
-the same 32 held-out boards, twice each sampled at the config's temperature from the same generator state and once
-greedily, scored with the config's own penalty. A run's statistic is its sampled gain plus its greedy gain (reward
-per agent-episode, trained minus warm start): the sampled gain moves with how much of the policy's probability
-moved to the calls that pay but carries the boards' sampling noise, the greedy gain is noiseless but moves only when
-the most likely call flips; a run that learned has one of them large, a run that did not has both near 0, whatever
-tokens the CPU samples. The test asserts the two runs' statistics summed, because one run can fail to learn (with 8
-updates of 6, seed 5003 on an AMD EPYC: -0.321).
+Two runs of the learning sweep (its seeds 2k and 2k + 1 for the test's seed k), measured by the sweep's own function
+(`benchmarks/learning_run.py`, `measure_seeds`): each 12 GRPO updates of the Cleanup recipe (groups of 4 five-turn
+episodes, one board per update, on the config's game at 8 x 6 cells, lr 3e-4 held after its warm-up, the config's KL
+to the warm start, an invalid action at -0.3 in training) on its own boards, then the warm start and both trained
+models play the same 32 held-out boards, twice each sampled at the config's temperature from the same generator
+state and once greedily, scored with the config's own penalty. A run's statistic is its sampled gain plus its greedy
+gain (reward per agent-episode, trained minus warm start): the sampled gain moves with how much of the policy's
+probability moved to the calls that pay but carries the boards' sampling noise, the greedy gain is noiseless but
+moves only when the most likely call flips; a run that learned has one of them large, a run that did not has both
+near 0, whatever tokens the CPU samples. The test asserts the two runs' statistics summed, because one run can fail
+to learn (with 8 updates of 6, seed 5003 on an AMD EPYC: -0.321).
 
 The threshold (`learning_run.LEARNING_THRESHOLD`, 0.5) lies above every control's pair of runs (one update: at most
 +0.024; coin, negated, noise: below 0) and below every held-out seed's pair (the first 8 primes above 9000, a rule
@@ -59,7 +59,8 @@ def test_grpo_raises_the_held_out_reward_of_the_tiny_agent(tmp_path: Path, seed:
               f"({run.gain_of('sampled'):+.3f}), greedy {warm_greedy['reward']:.3f} -> {trained_greedy['reward']:.3f} "
               f"({run.gain_of('greedy'):+.3f}); statistic {run.statistic:+.3f}; collect_nearest_apple "
               f"{warm['helpers']['collect_nearest_apple']:.0%} -> {trained['helpers']['collect_nearest_apple']:.0%} "
-              f"of sampled calls; sampled invalid-action rate {warm['invalid_rate']:.3f} -> {trained['invalid_rate']:.3f}")
+              f"of sampled calls; sampled invalid-action rate {warm['invalid_rate']:.3f} -> "
+              f"{trained['invalid_rate']:.3f}")
     print(f"seed {seed}: the two runs' statistics summed {sum(run.statistic for run in runs):+.3f}")
     assert all(len(run.train["reward_mean"]) == RECIPES["cleanup"].updates for run in runs)
     assert sum(run.statistic for run in runs) >= LEARNING_THRESHOLD

@@ -118,11 +118,11 @@ def logged_arm(folder: Path, run_id: str, runs: dict[int, dict[str, list[float]]
 
 
 def test_an_arm_at_learning_rate_0_is_worse_in_reward_than_the_learning_arm_on_the_tiny_agent(tmp_path: Path):
-    """The learning benchmark's setting (benchmarks/learning_run.py, RECIPES["cleanup"]: 8 GRPO updates of the tiny
-    agent on Cleanup, lr 3e-4): the learning arm is the sweep's 20 recorded runs (seeds 100-119,
-    benchmarks/results/learning-sweep-8x6.jsonl: 8 updates of groups of 6), the lr-0 arm the same recipe at learning rate 0 on the same seeds
-    (benchmarks/results/verdict-lr0.jsonl, recorded by benchmarks/verdict_arms.py). Recorded, not trained here: one
-    training per arm and seed, none at test time, so the verdict is the same on every CPU; what it tests is the
+    """The learning benchmark's recorded setting (benchmarks/learning_run.py, RECIPES_8X6["cleanup"]: 8 GRPO updates
+    of groups of 6 of the tiny agent on Cleanup, lr 3e-4): the learning arm is the sweep's 20 recorded runs (seeds
+    100-119, benchmarks/results/learning-sweep-8x6.jsonl), the lr-0 arm the same recipe at learning rate 0 on the same
+    seeds (benchmarks/results/verdict-lr0.jsonl, recorded by benchmarks/verdict_arms.py). Recorded, not trained here:
+    one training per arm and seed, none at test time, so the verdict is the same on every CPU; what it tests is the
     verdict on real curves of the tiny agent, read back through train.logs as the monitor reads them.
 
     How many seeds: per seed, the final window's reward (updates 7-8) is 0.755 lower at learning rate 0, with a
