@@ -397,7 +397,10 @@ def test_the_pipeline_learns_an_unreadable_format_once_and_commits_it(project: P
     format_variant(reference, LEARNED_ONLY)
     (project / "source_of_truth/grpo_template.py").write_text((reference / "grpo_template.py").read_text())
     pattern = r"^E?(?P<update>\d+) \| (?P<loss>\S+)(?: \| (?P<grad_norm>\S+) \| (?P<reward>\S+))?$"
-    answers = [{"syntax": "regex", "pattern": pattern}, {"syntax": "regex", "pattern": pattern, "eval_lines": "^E"}]
+    # the first description reads no loss, a problem whatever values this CPU's run logged (a description that counts
+    # the evaluation lines as updates is not: where every value is 0, the eval line reads as a redraw of its update)
+    answers = [{"syntax": "regex", "pattern": r"^E?(?P<update>\d+) \|"},
+               {"syntax": "regex", "pattern": pattern, "eval_lines": "^E"}]
     replies = [roles_reply()] + [{"tag": step, "text": file_answer(*names, folder=reference)}
                                  for step, names in GENERATION_STEPS.items()]
     replies += [{"tag": "log_format", "text": f"```json\n{json.dumps(a)}\n```", "usage": {"input_tokens": 2000,
