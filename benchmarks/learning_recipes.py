@@ -1,6 +1,7 @@
 """Candidate Cleanup recipes for the learning test, on the runs that failed to learn: which learns reliably.
 
-    python benchmarks/learning_recipes.py RECIPE --seeds 5003 14002 [--results results/learning-recipes.jsonl]
+    python benchmarks/learning_recipes.py RECIPE --seeds 5003 14002
+                                          [--results benchmarks/results/learning-recipes.jsonl]
     python benchmarks/learning_recipes.py --report
 
 Each candidate is the 8-updates-of-6 recipe the test used (`learning_run.RECIPES_8X6`) with one thing changed; each
